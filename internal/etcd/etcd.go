@@ -1,0 +1,214 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+)
+
+// DefaultStartTimeout bounds how long Start waits for the member to be
+// ready to serve.
+const DefaultStartTimeout = 60 * time.Second
+
+// singleMemberTickMs is the raft tick of a single-member cluster.
+const singleMemberTickMs = 10
+
+// Config describes an embedded etcd member. The zero value plus Dir runs a
+// single-member cluster reachable only in-process and on Dir/etcd.sock.
+type Config struct {
+	// Dir holds the member's data. Required.
+	Dir string
+	// Name is the member name. Default: "default".
+	Name string
+	// ClientURLs are extra client listen URLs (e.g. "unix:///path",
+	// "https://198.51.100.1:2379"). Default: only unix://<Dir>/etcd.sock.
+	ClientURLs []string
+	// PeerURLs are the peer listen and advertise URLs. Default: a unix
+	// socket in Dir, which no other member can reach (single member).
+	PeerURLs []string
+	// InitialCluster is "name=peerURL,..." for a multi-member cluster.
+	// Default: this member alone.
+	InitialCluster string
+	// ClientTLS and PeerTLS hold certificate files for https URLs.
+	ClientTLS, PeerTLS TLSFiles
+	// StartTimeout bounds waiting for readiness. Default: DefaultStartTimeout.
+	StartTimeout time.Duration
+	// LogLevel is etcd's zap level. Default: "error".
+	LogLevel string
+	// QuotaBackendBytes is the backend size limit; 0 keeps etcd's default.
+	QuotaBackendBytes int64
+}
+
+// TLSFiles names PEM files for a listener.
+type TLSFiles struct {
+	CertFile, KeyFile, TrustedCAFile string
+	// ClientCertAuth requires clients to present a certificate signed by
+	// TrustedCAFile.
+	ClientCertAuth bool
+}
+
+// Server is a running member.
+type Server struct {
+	etcd      *embed.Etcd
+	client    *clientv3.Client
+	socket    string
+	closeOnce sync.Once
+	closing   *atomic.Bool
+}
+
+// Start starts a member and waits until it serves, or fails and leaves
+// nothing running.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("etcd: a data directory is required")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcd: creating data directory: %w", err)
+	}
+	closing := new(atomic.Bool)
+	ec, socket, err := cfg.embedConfig(closing)
+	if err != nil {
+		return nil, err
+	}
+	// A socket left by a crash would make the listener fail.
+	_ = os.Remove(socket)
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: starting member in %s: %w", cfg.Dir, err)
+	}
+	timeout := cfg.StartTimeout
+	if timeout == 0 {
+		timeout = DefaultStartTimeout
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		closing.Store(true)
+		e.Close()
+		return nil, fmt.Errorf("etcd: member failed while starting: %w", err)
+	case <-timer.C:
+		closing.Store(true)
+		e.Close()
+		return nil, fmt.Errorf("etcd: member in %s not ready after %s (is its cluster reachable?)", cfg.Dir, timeout)
+	case <-ctx.Done():
+		closing.Store(true)
+		e.Close()
+		return nil, ctx.Err()
+	}
+	return &Server{etcd: e, client: v3client.New(e.Server), socket: socket, closing: closing}, nil
+}
+
+func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, error) {
+	ec := embed.NewConfig()
+	ec.Dir = cfg.Dir
+	if cfg.Name != "" {
+		ec.Name = cfg.Name
+	}
+	socket := filepath.Join(cfg.Dir, "etcd.sock")
+	clientURLs, err := parseURLs(append([]string{"unix://" + socket}, cfg.ClientURLs...))
+	if err != nil {
+		return nil, "", fmt.Errorf("etcd: client URLs: %w", err)
+	}
+	ec.ListenClientUrls = clientURLs
+	ec.AdvertiseClientUrls = clientURLs
+	peers := cfg.PeerURLs
+	if len(peers) == 0 {
+		peers = []string{"unix://" + filepath.Join(cfg.Dir, "peer.sock")}
+		_ = os.Remove(filepath.Join(cfg.Dir, "peer.sock"))
+	}
+	peerURLs, err := parseURLs(peers)
+	if err != nil {
+		return nil, "", fmt.Errorf("etcd: peer URLs: %w", err)
+	}
+	ec.ListenPeerUrls = peerURLs
+	ec.AdvertisePeerUrls = peerURLs
+	if cfg.InitialCluster != "" {
+		ec.InitialCluster = cfg.InitialCluster
+	} else {
+		ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+		// A lone member has no peers to time out on: short ticks let it
+		// elect itself within ~10-100 ms of starting instead of 0.1-1 s
+		// (raft randomizes the remaining election ticks).
+		ec.TickMs = singleMemberTickMs
+		ec.ElectionMs = 10 * singleMemberTickMs
+	}
+	ec.InitialClusterToken = "kubeboot"
+	// One process serves both protocols on the socket; it is not public.
+	ec.EnableGRPCGateway = false
+	ec.ClientTLSInfo.CertFile = cfg.ClientTLS.CertFile
+	ec.ClientTLSInfo.KeyFile = cfg.ClientTLS.KeyFile
+	ec.ClientTLSInfo.TrustedCAFile = cfg.ClientTLS.TrustedCAFile
+	ec.ClientTLSInfo.ClientCertAuth = cfg.ClientTLS.ClientCertAuth
+	ec.PeerTLSInfo.CertFile = cfg.PeerTLS.CertFile
+	ec.PeerTLSInfo.KeyFile = cfg.PeerTLS.KeyFile
+	ec.PeerTLSInfo.TrustedCAFile = cfg.PeerTLS.TrustedCAFile
+	ec.PeerTLSInfo.ClientCertAuth = cfg.PeerTLS.ClientCertAuth
+	if cfg.QuotaBackendBytes > 0 {
+		ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	}
+	level := cfg.LogLevel
+	if level == "" {
+		level = "error"
+	}
+	lg, err := newLogger(level, closing)
+	if err != nil {
+		return nil, "", fmt.Errorf("etcd: logger: %w", err)
+	}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+	ec.LogLevel = level
+	// Membership of an existing data dir is read from disk; "new" only
+	// applies to a first start.
+	ec.ClusterState = embed.ClusterStateFlagNew
+	return ec, socket, nil
+}
+
+func parseURLs(ss []string) ([]url.URL, error) {
+	out := make([]url.URL, 0, len(ss))
+	for _, s := range ss {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *u)
+	}
+	return out, nil
+}
+
+// Client returns an in-process client (function calls, no sockets). It is
+// closed by Close.
+func (s *Server) Client() *clientv3.Client { return s.client }
+
+// Endpoints returns the URLs clients in other processes can dial.
+func (s *Server) Endpoints() []string {
+	var out []string
+	for _, u := range s.etcd.Config().AdvertiseClientUrls {
+		out = append(out, u.String())
+	}
+	return out
+}
+
+// Err reports a fatal error of the running member.
+func (s *Server) Err() <-chan error { return s.etcd.Err() }
+
+// Close stops the member; it is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		_ = s.client.Close()
+		s.closing.Store(true)
+		s.etcd.Close()
+		_ = os.Remove(s.socket)
+	})
+	return nil
+}

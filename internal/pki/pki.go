@@ -1,0 +1,297 @@
+package pki
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+const (
+	caValidity   = 10 * 365 * 24 * time.Hour
+	leafValidity = 365 * 24 * time.Hour
+	// renewBefore is how long before expiry a leaf certificate is renewed
+	// on start.
+	renewBefore = 30 * 24 * time.Hour
+	// clockSkew backdates certificates so that peers with a slightly slow
+	// clock accept them at once.
+	clockSkew = 5 * time.Minute
+)
+
+// KeyPair is a certificate with its private key, in parsed and PEM forms.
+type KeyPair struct {
+	Cert    *x509.Certificate
+	Key     crypto.Signer
+	CertPEM []byte
+	KeyPEM  []byte
+}
+
+// EnsureCA loads the CA from dir/ca.crt and dir/ca.key, or creates it.
+func EnsureCA(dir, commonName string) (*KeyPair, error) {
+	certPath, keyPath := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	kp, err := load(certPath, keyPath)
+	if err == nil {
+		if !kp.Cert.IsCA {
+			return nil, fmt.Errorf("%s is not a CA certificate", certPath)
+		}
+		return kp, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	key, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", commonName, now.Unix())},
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              now.Add(caValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("creating CA certificate: %w", err)
+	}
+	kp, err = newKeyPair(der, key)
+	if err != nil {
+		return nil, err
+	}
+	return kp, kp.write(certPath, keyPath)
+}
+
+// ServingSpec describes a serving certificate.
+type ServingSpec struct {
+	CommonName string
+	DNSNames   []string
+	IPs        []net.IP
+}
+
+// EnsureServing loads dir/<name>.crt and .key if they were signed by ca,
+// cover every name and address in spec and are not about to expire;
+// otherwise it issues a new pair.
+func EnsureServing(dir, name string, ca *KeyPair, spec ServingSpec) (*KeyPair, error) {
+	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if kp, err := load(certPath, keyPath); err == nil && usable(kp, ca) && covers(kp.Cert, spec) {
+		return kp, nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	tmpl := leafTemplate(spec.CommonName, nil)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tmpl.DNSNames = spec.DNSNames
+	tmpl.IPAddresses = spec.IPs
+	return issue(ca, tmpl, certPath, keyPath)
+}
+
+// EnsureClient loads dir/<name>.crt and .key if they were signed by ca for
+// the same user and groups and are not about to expire; otherwise it issues
+// a new client certificate.
+func EnsureClient(dir, name string, ca *KeyPair, user string, groups []string) (*KeyPair, error) {
+	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if kp, err := load(certPath, keyPath); err == nil && usable(kp, ca) &&
+		kp.Cert.Subject.CommonName == user && slices.Equal(kp.Cert.Subject.Organization, groups) {
+		return kp, nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	tmpl := leafTemplate(user, groups)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	return issue(ca, tmpl, certPath, keyPath)
+}
+
+func leafTemplate(cn string, orgs []string) *x509.Certificate {
+	now := time.Now()
+	return &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              now.Add(leafValidity),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+	}
+}
+
+func issue(ca *KeyPair, tmpl *x509.Certificate, certPath, keyPath string) (*KeyPair, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("signing certificate %s: %w", tmpl.Subject.CommonName, err)
+	}
+	kp, err := newKeyPair(der, key)
+	if err != nil {
+		return nil, err
+	}
+	return kp, kp.write(certPath, keyPath)
+}
+
+// usable reports whether kp was signed by ca and is valid for a while.
+func usable(kp, ca *KeyPair) bool {
+	if time.Now().Add(renewBefore).After(kp.Cert.NotAfter) {
+		return false
+	}
+	return kp.Cert.CheckSignatureFrom(ca.Cert) == nil
+}
+
+func covers(c *x509.Certificate, spec ServingSpec) bool {
+	if c.Subject.CommonName != spec.CommonName {
+		return false
+	}
+	for _, n := range spec.DNSNames {
+		if !slices.Contains(c.DNSNames, n) {
+			return false
+		}
+	}
+	for _, ip := range spec.IPs {
+		if !slices.ContainsFunc(c.IPAddresses, ip.Equal) {
+			return false
+		}
+	}
+	return true
+}
+
+func newKey() (*ecdsa.PrivateKey, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating key: %w", err)
+	}
+	return k, nil
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		// crypto/rand does not fail on supported platforms.
+		panic(err)
+	}
+	return n
+}
+
+func newKeyPair(der []byte, key *ecdsa.PrivateKey) (*KeyPair, error) {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &KeyPair{
+		Cert:    cert,
+		Key:     key,
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}, nil
+}
+
+func (kp *KeyPair) write(certPath, keyPath string) error {
+	if err := WriteFile(keyPath, kp.KeyPEM, 0o600); err != nil {
+		return err
+	}
+	return WriteFile(certPath, kp.CertPEM, 0o644)
+}
+
+// load reads a PEM certificate and key; a missing file yields an error
+// wrapping os.ErrNotExist.
+func load(certPath, keyPath string) (*KeyPair, error) {
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%s: no PEM certificate", certPath)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", certPath, err)
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, fmt.Errorf("%s: no PEM key", keyPath)
+	}
+	key, err := parseKey(kb)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyPath, err)
+	}
+	if !publicKeysEqual(cert.PublicKey, key.Public()) {
+		return nil, fmt.Errorf("%s does not match %s", keyPath, certPath)
+	}
+	return &KeyPair{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
+}
+
+func parseKey(b *pem.Block) (crypto.Signer, error) {
+	switch b.Type {
+	case "EC PRIVATE KEY":
+		return x509.ParseECPrivateKey(b.Bytes)
+	case "RSA PRIVATE KEY":
+		return x509.ParsePKCS1PrivateKey(b.Bytes)
+	case "PRIVATE KEY":
+		k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := k.(crypto.Signer); ok {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("unsupported private key type %q", b.Type)
+}
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	ea, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && ea.Equal(b)
+}
+
+// WriteFile writes data atomically (temporary file, then rename) with the
+// given mode, so a crash never leaves a half-written key or kubeconfig.
+func WriteFile(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return os.Chmod(path, mode)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

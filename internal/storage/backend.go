@@ -1,0 +1,183 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	cacherstorage "k8s.io/apiserver/pkg/storage/cacher"
+	"k8s.io/apiserver/pkg/storage/etcd3"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	flowcontrolrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
+	"k8s.io/client-go/tools/cache"
+)
+
+// StorageMediaType is how objects are encoded in etcd, as kube-apiserver.
+const StorageMediaType = runtime.ContentTypeProtobuf
+
+// Config describes how resources reach etcd.
+type Config struct {
+	// Client is the etcd client every resource shares. Required. The caller
+	// owns it and closes it after the storage is destroyed.
+	Client *clientv3.Client
+	// Prefix is the key prefix of every object. Default: DefaultPrefix.
+	Prefix string
+	// Serializer encodes objects for storage (the server's codec factory).
+	Serializer runtime.StorageSerializer
+	// EnableWatchCache serves lists and watches from memory, as
+	// kube-apiserver's --watch-cache (default true there and here).
+	EnableWatchCache bool
+	// CompactionInterval is how often old revisions are compacted away;
+	// 0 disables compaction. kube-apiserver's default is 5 minutes.
+	CompactionInterval time.Duration
+	// CountMetricPollPeriod is how often object counts are refreshed for
+	// metrics and request cost estimates; 0 disables it.
+	CountMetricPollPeriod time.Duration
+	// ObjectCountTracker receives those counts (may be nil).
+	ObjectCountTracker flowcontrolrequest.StorageObjectCountTracker
+}
+
+// Backend implements generic.RESTOptionsGetter on one shared etcd client.
+type Backend struct {
+	cfg       Config
+	kclient   *kubernetes.Client
+	compactor etcd3.Compactor
+
+	mu       sync.Mutex
+	destroys []func()
+}
+
+// New returns a Backend. Call Destroy when the server stops.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("storage: an etcd client is required")
+	}
+	if cfg.Serializer == nil {
+		return nil, fmt.Errorf("storage: a serializer is required")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	kc := &kubernetes.Client{Client: cfg.Client}
+	kc.Kubernetes = kc
+	b := &Backend{cfg: cfg, kclient: kc}
+	if cfg.CompactionInterval > 0 {
+		c := etcd3.StartCompactorPerEndpoint(cfg.Client, cfg.CompactionInterval)
+		b.compactor = c
+		b.destroys = append(b.destroys, c.Stop)
+	}
+	return b, nil
+}
+
+// GetRESTOptions implements generic.RESTOptionsGetter.
+func (b *Backend) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
+	storageVersion, ok := storageVersions[gr]
+	if !ok {
+		storageVersion = schema.GroupVersion{Group: gr.Group, Version: "v1"}
+	}
+	memoryVersion := schema.GroupVersion{Group: gr.Group, Version: runtime.APIVersionInternal}
+	codec, versioner, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
+		StorageMediaType:  StorageMediaType,
+		StorageSerializer: b.cfg.Serializer,
+		StorageVersion:    storageVersion,
+		MemoryVersion:     memoryVersion,
+	})
+	if err != nil {
+		return generic.RESTOptions{}, fmt.Errorf("storage codec for %s: %w", gr, err)
+	}
+	sc := storagebackend.NewDefaultConfig(b.cfg.Prefix, codec)
+	sc.EncodeVersioner = versioner
+	sc.CompactionInterval = b.cfg.CompactionInterval
+	sc.CountMetricPollPeriod = b.cfg.CountMetricPollPeriod
+	sc.StorageObjectCountTracker = b.cfg.ObjectCountTracker
+
+	return generic.RESTOptions{
+		StorageConfig:             sc.ForResource(gr),
+		Decorator:                 b.decorator(!uncachedResources[gr] && b.cfg.EnableWatchCache),
+		EnableGarbageCollection:   false,
+		DeleteCollectionWorkers:   1,
+		ResourcePrefix:            ResourcePrefix(gr),
+		CountMetricPollPeriod:     b.cfg.CountMetricPollPeriod,
+		StorageObjectCountTracker: b.cfg.ObjectCountTracker,
+	}, nil
+}
+
+// decorator builds a resource's storage.Interface on the shared client,
+// optionally behind the watch cache.
+func (b *Backend) decorator(cached bool) generic.StorageDecorator {
+	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
+		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs,
+		indexers *cache.Indexers) (storage.Interface, factory.DestroyFunc, error) {
+		versioner := storage.APIObjectVersioner{}
+		raw, err := etcd3.New(b.kclient, b.compactor, config.Codec, newFunc, newListFunc, config.Prefix, resourcePrefix,
+			config.GroupResource, identity.NewEncryptCheckTransformer(), config.LeaseManagerConfig,
+			etcd3.NewDefaultDecoder(config.Codec, versioner), versioner)
+		if err != nil {
+			return nil, nil, fmt.Errorf("etcd storage for %s: %w", config.GroupResource, err)
+		}
+		if !cached {
+			var once sync.Once
+			return raw, func() { once.Do(raw.Close) }, nil
+		}
+		cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
+			Storage:             raw,
+			Versioner:           versioner,
+			GroupResource:       config.GroupResource,
+			EventsHistoryWindow: config.EventsHistoryWindow,
+			ResourcePrefix:      resourcePrefix,
+			KeyFunc:             keyFunc,
+			NewFunc:             newFunc,
+			NewListFunc:         newListFunc,
+			GetAttrsFunc:        getAttrs,
+			IndexerFuncs:        triggers,
+			Indexers:            indexers,
+			Codec:               config.Codec,
+		})
+		if err != nil {
+			raw.Close()
+			return nil, nil, fmt.Errorf("watch cache for %s: %w", config.GroupResource, err)
+		}
+		delegator := cacherstorage.NewCacheDelegator(cacher, raw)
+		var once sync.Once
+		return delegator, func() {
+			once.Do(func() {
+				delegator.Stop()
+				cacher.Stop()
+				raw.Close()
+			})
+		}, nil
+	}
+}
+
+// Check probes etcd the way kube-apiserver's etcd health check does: one
+// read of "<prefix>/health" within the timeout.
+func (b *Backend) Check(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := b.cfg.Client.Get(ctx, path.Join("/", b.cfg.Prefix, "health")); err != nil {
+		return fmt.Errorf("error getting data from etcd: %w", err)
+	}
+	return nil
+}
+
+// Destroy stops the compactor. Resource storages are destroyed by their
+// registries; the client belongs to the caller.
+func (b *Backend) Destroy() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range b.destroys {
+		d()
+	}
+	b.destroys = nil
+}
