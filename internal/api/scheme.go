@@ -77,6 +77,12 @@ func NewScheme() *runtime.Scheme {
 		&metav1.APIGroup{}, &metav1.APIResourceList{},
 	)
 
+	utilruntime.Must(s.SetVersionPriority(CoreV1))
+	utilruntime.Must(s.SetVersionPriority(CoordinationV1))
+	utilruntime.Must(s.SetVersionPriority(DiscoveryV1))
+	utilruntime.Must(s.SetVersionPriority(EventsV1))
+	utilruntime.Must(s.SetVersionPriority(NetworkingV1))
+
 	utilruntime.Must(addEventConversions(s))
 	utilruntime.Must(addFieldLabelConversions(s))
 	defaults.Register(s)

@@ -116,6 +116,16 @@ func EnsureClient(dir, name string, ca *KeyPair, user string, groups []string) (
 	return issue(ca, tmpl, certPath, keyPath)
 }
 
+// NewServing issues a serving certificate signed by ca without writing it
+// anywhere (for the server's own loopback connections).
+func NewServing(ca *KeyPair, spec ServingSpec) (*KeyPair, error) {
+	tmpl := leafTemplate(spec.CommonName, nil)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tmpl.DNSNames = spec.DNSNames
+	tmpl.IPAddresses = spec.IPs
+	return sign(ca, tmpl)
+}
+
 func leafTemplate(cn string, orgs []string) *x509.Certificate {
 	now := time.Now()
 	return &x509.Certificate{
@@ -129,6 +139,14 @@ func leafTemplate(cn string, orgs []string) *x509.Certificate {
 }
 
 func issue(ca *KeyPair, tmpl *x509.Certificate, certPath, keyPath string) (*KeyPair, error) {
+	kp, err := sign(ca, tmpl)
+	if err != nil {
+		return nil, err
+	}
+	return kp, kp.write(certPath, keyPath)
+}
+
+func sign(ca *KeyPair, tmpl *x509.Certificate) (*KeyPair, error) {
 	key, err := newKey()
 	if err != nil {
 		return nil, err
@@ -137,11 +155,7 @@ func issue(ca *KeyPair, tmpl *x509.Certificate, certPath, keyPath string) (*KeyP
 	if err != nil {
 		return nil, fmt.Errorf("signing certificate %s: %w", tmpl.Subject.CommonName, err)
 	}
-	kp, err := newKeyPair(der, key)
-	if err != nil {
-		return nil, err
-	}
-	return kp, kp.write(certPath, keyPath)
+	return newKeyPair(der, key)
 }
 
 // usable reports whether kp was signed by ca and is valid for a while.

@@ -1,0 +1,118 @@
+package controlplane
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeboot/kubeboot/internal/pki"
+)
+
+const (
+	pkiDirName          = "pki"
+	adminKubeconfigName = "admin.kubeconfig"
+	clusterName         = "kubeboot"
+	// adminUser is the admin certificate's user; system:masters makes it
+	// a superuser once authorization arrives.
+	adminUser = "kubeboot-admin"
+)
+
+type certificates struct {
+	ca          *pki.KeyPair
+	serving     *pki.KeyPair
+	loopback    *pki.KeyPair
+	clientCA    []byte
+	serverURL   string
+	adminConfig *rest.Config
+}
+
+// ensureCertificates creates or reuses the CA, serving and admin
+// certificates in <data-dir>/pki, writes admin.kubeconfig for port, and
+// issues an in-memory certificate for the server's loopback clients.
+func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
+	dir := filepath.Join(cfg.DataDir, pkiDirName)
+	ca, err := pki.EnsureCA(dir, "kubeboot-ca")
+	if err != nil {
+		return nil, fmt.Errorf("cluster CA in %s: %w", dir, err)
+	}
+	serving, err := pki.EnsureServing(dir, "apiserver", ca, servingSpec(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate in %s: %w", dir, err)
+	}
+	admin, err := pki.EnsureClient(dir, "admin", ca, adminUser, []string{"system:masters"})
+	if err != nil {
+		return nil, fmt.Errorf("admin certificate in %s: %w", dir, err)
+	}
+	loopback, err := pki.NewServing(ca, pki.ServingSpec{CommonName: "apiserver-loopback-client", DNSNames: []string{"apiserver-loopback-client"}})
+	if err != nil {
+		return nil, fmt.Errorf("loopback certificate: %w", err)
+	}
+	clientCA := ca.CertPEM
+	if cfg.ClientCAFile != "" {
+		extra, err := os.ReadFile(cfg.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--client-ca-file: %w", err)
+		}
+		clientCA = append(append(append([]byte{}, clientCA...), '\n'), extra...)
+	}
+
+	host := "127.0.0.1"
+	if !cfg.BindAddress.IsUnspecified() {
+		host = cfg.BindAddress.String()
+	}
+	serverURL := "https://" + net.JoinHostPort(host, strconv.Itoa(port))
+	if err := pki.WriteKubeconfig(filepath.Join(cfg.DataDir, adminKubeconfigName), clusterName, serverURL, ca.CertPEM, admin); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", adminKubeconfigName, err)
+	}
+	return &certificates{
+		ca:        ca,
+		serving:   serving,
+		loopback:  loopback,
+		clientCA:  clientCA,
+		serverURL: serverURL,
+		adminConfig: &rest.Config{
+			Host: serverURL,
+			TLSClientConfig: rest.TLSClientConfig{
+				CAData:   ca.CertPEM,
+				CertData: admin.CertPEM,
+				KeyData:  admin.KeyPEM,
+			},
+		},
+	}, nil
+}
+
+// servingSpec lists the serving certificate's names, as kube-apiserver's
+// self-signed certificate: the advertise and bind addresses, localhost,
+// the kubernetes Service IPs and DNS names.
+func servingSpec(cfg *completedConfig) pki.ServingSpec {
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, cfg.AdvertiseAddress}
+	if !cfg.BindAddress.IsUnspecified() {
+		ips = append(ips, cfg.BindAddress)
+	}
+	for _, p := range cfg.serviceCIDRs.All() {
+		ips = append(ips, addrIP(p.Addr().Next()))
+	}
+	names := []string{
+		"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		"kubernetes.default.svc." + cfg.ClusterDomain,
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		names = append(names, h)
+	}
+	return pki.ServingSpec{CommonName: "kube-apiserver", DNSNames: names, IPs: ips}
+}
+
+func addrIP(a netip.Addr) net.IP { return net.IP(a.AsSlice()) }
+
+// prepareDataDir creates the data directory (0700) if needed.
+func prepareDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	return nil
+}

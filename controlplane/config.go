@@ -1,0 +1,197 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/kubeboot/kubeboot/internal/network"
+	"github.com/kubeboot/kubeboot/internal/registry/event"
+	"github.com/kubeboot/kubeboot/internal/storage"
+)
+
+// Defaults, as kube-apiserver's where it has one.
+const (
+	DefaultSecurePort    = 6443
+	DefaultClusterDomain = "cluster.local"
+)
+
+// Config describes a control plane. The zero value works: every field
+// documents its default.
+type Config struct {
+	// DataDir holds the embedded etcd data, the generated certificates and
+	// admin.kubeconfig. Default: DefaultDataDir().
+	DataDir string
+
+	// BindAddress is the address the secure port listens on
+	// (--bind-address). Default: 0.0.0.0 (all interfaces).
+	BindAddress net.IP
+	// SecurePort is --secure-port. Default: 6443. Set UseFreePort to
+	// listen on any free port instead.
+	SecurePort int
+	// UseFreePort makes the server listen on a free port chosen by the
+	// kernel; the port is in Server.URL.
+	UseFreePort bool
+	// AdvertiseAddress is the address published in the kubernetes
+	// Service's endpoints (--advertise-address). Default: BindAddress if
+	// it is a specific non-loopback address, else the address of the
+	// host's default-route interface.
+	AdvertiseAddress net.IP
+
+	// Etcd selects external etcd; by default etcd runs embedded in DataDir.
+	Etcd EtcdConfig
+
+	// ServiceClusterIPRange is --service-cluster-ip-range. Default:
+	// 10.0.0.0/24 (with a warning, as kube-apiserver).
+	ServiceClusterIPRange string
+	// ServiceNodePortRange is --service-node-port-range. Default:
+	// 30000-32767.
+	ServiceNodePortRange string
+	// ClusterDomain is the DNS domain of Services, used in the serving
+	// certificate. Default: cluster.local.
+	ClusterDomain string
+
+	// TokenAuthFile is --token-auth-file: a CSV of token,user,uid,"groups".
+	TokenAuthFile string
+	// ClientCAFile is --client-ca-file: extra CAs whose client
+	// certificates are accepted (the generated CA always is).
+	ClientCAFile string
+
+	// EventTTL is --event-ttl. Default: 1h.
+	EventTTL time.Duration
+	// DisableWatchCache serves lists and watches from etcd (--watch-cache=false).
+	DisableWatchCache bool
+	// ShutdownDelayDuration is --shutdown-delay-duration: how long the
+	// server keeps serving, with /readyz failing, after a stop signal.
+	ShutdownDelayDuration time.Duration
+}
+
+// EtcdConfig points at an external etcd cluster.
+type EtcdConfig struct {
+	// Servers are the client URLs (--etcd-servers). Empty: embedded etcd.
+	Servers []string
+	// CAFile, CertFile and KeyFile secure the connection (--etcd-cafile,
+	// --etcd-certfile, --etcd-keyfile).
+	CAFile, CertFile, KeyFile string
+	// Prefix is --etcd-prefix. Default: /registry.
+	Prefix string
+}
+
+// CompletedConfig is a Config with defaults applied and every value
+// checked; only Complete makes one, and only New takes one.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+type completedConfig struct {
+	Config
+	serviceCIDRs  network.ServiceCIDRs
+	nodePorts     network.PortRange
+	advertiseAddr netip.Addr
+	warnings      []string
+}
+
+// Warnings lists what Complete defaulted that a user should know about.
+func (c CompletedConfig) Warnings() []string { return c.warnings }
+
+// DefaultDataDir is /var/lib/kubeboot for root, else
+// $XDG_DATA_HOME/kubeboot (~/.local/share/kubeboot).
+func DefaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/kubeboot"
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "kubeboot")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "kubeboot")
+	}
+	return filepath.Join(os.TempDir(), "kubeboot")
+}
+
+// Complete applies defaults and checks the configuration, returning every
+// problem at once. It writes nothing.
+func (c Config) Complete() (CompletedConfig, error) {
+	cc := &completedConfig{Config: c}
+	var errs []error
+	if cc.DataDir == "" {
+		cc.DataDir = DefaultDataDir()
+	}
+	if abs, err := filepath.Abs(cc.DataDir); err == nil {
+		cc.DataDir = abs
+	}
+	if cc.BindAddress == nil {
+		cc.BindAddress = net.IPv4zero
+	}
+	if cc.SecurePort == 0 && !cc.UseFreePort {
+		cc.SecurePort = DefaultSecurePort
+	}
+	if cc.SecurePort < 0 || cc.SecurePort > 65535 {
+		errs = append(errs, fmt.Errorf("--secure-port %d must be between 1 and 65535, inclusive", cc.SecurePort))
+	}
+	if cc.ClusterDomain == "" {
+		cc.ClusterDomain = DefaultClusterDomain
+	}
+	if cc.EventTTL == 0 {
+		cc.EventTTL = event.DefaultTTL
+	}
+	if cc.Etcd.Prefix == "" {
+		cc.Etcd.Prefix = storage.DefaultPrefix
+	}
+	if cc.ServiceClusterIPRange == "" {
+		cc.ServiceClusterIPRange = network.DefaultServiceClusterIPRange
+		cc.warnings = append(cc.warnings, fmt.Sprintf("No CIDR for service cluster IPs specified. Default value which was %s is deprecated and will be removed in future releases. Please specify it using --service-cluster-ip-range on kube-apiserver.", network.DefaultServiceClusterIPRange))
+	}
+	var err error
+	if cc.serviceCIDRs, err = network.ParseServiceCIDRs(cc.ServiceClusterIPRange); err != nil {
+		errs = append(errs, err)
+	}
+	if cc.ServiceNodePortRange == "" {
+		cc.ServiceNodePortRange = network.DefaultServiceNodePortRange
+	}
+	if cc.nodePorts, err = network.ParsePortRange(cc.ServiceNodePortRange); err != nil {
+		errs = append(errs, err)
+	}
+	for _, f := range []struct{ flag, path string }{
+		{"--token-auth-file", cc.TokenAuthFile}, {"--client-ca-file", cc.ClientCAFile},
+		{"--etcd-cafile", cc.Etcd.CAFile}, {"--etcd-certfile", cc.Etcd.CertFile}, {"--etcd-keyfile", cc.Etcd.KeyFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
+		}
+	}
+	if err := cc.resolveAdvertiseAddress(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return CompletedConfig{}, errors.Join(errs...)
+	}
+	return CompletedConfig{cc}, nil
+}
+
+func (cc *completedConfig) resolveAdvertiseAddress() error {
+	ip := cc.AdvertiseAddress
+	if ip == nil {
+		var err error
+		ip, err = utilnet.ResolveBindAddress(cc.BindAddress)
+		if err != nil || ip == nil || ip.IsUnspecified() {
+			return fmt.Errorf("unable to find a suitable network address: no default route (%v); set --advertise-address explicitly", err)
+		}
+	}
+	addr, ok := netip.AddrFromSlice(ip)
+	if !ok || addr.IsUnspecified() {
+		return fmt.Errorf("--advertise-address %q must be a specific IP address", ip)
+	}
+	cc.advertiseAddr = addr.Unmap()
+	cc.AdvertiseAddress = ip
+	return nil
+}

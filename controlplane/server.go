@@ -1,0 +1,230 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeboot/kubeboot/internal/apiserver"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/version"
+)
+
+// Server is a control plane ready to Run.
+type Server struct {
+	cfg       *completedConfig
+	api       *apiserver.Server
+	etcd      *etcd.Server     // nil with external etcd
+	etcdCli   *clientv3.Client // owned here only for external etcd
+	listener  net.Listener
+	url       string
+	admin     *rest.Config
+	ready     chan struct{}
+	ran       bool // Run was called: the generic server destroys its own storage
+	closeOnce sync.Once
+}
+
+// New prepares the data directory, certificates and admin kubeconfig,
+// starts embedded etcd (or connects to the external cluster), and builds
+// the API server. On error everything it started is stopped.
+func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
+	if c.completedConfig == nil {
+		return nil, errors.New("controlplane: New needs a config from Config.Complete")
+	}
+	cfg := c.completedConfig
+	s := &Server{cfg: cfg, ready: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if err := prepareDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	port := cfg.SecurePort
+	if cfg.UseFreePort {
+		port = 0
+	}
+	s.listener, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddress.String(), strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("--secure-port %d on --bind-address %s: %w", port, cfg.BindAddress, err)
+	}
+	certs, err := ensureCertificates(cfg, s.listener.Addr().(*net.TCPAddr).Port)
+	if err != nil {
+		return nil, err
+	}
+	s.url = certs.serverURL
+	s.admin = certs.adminConfig
+
+	if len(cfg.Etcd.Servers) == 0 {
+		s.etcd, err = etcd.Start(ctx, etcd.Config{Dir: filepath.Join(cfg.DataDir, "etcd")})
+		if err != nil {
+			return nil, err
+		}
+		s.etcdCli = s.etcd.Client()
+	} else if s.etcdCli, err = dialEtcd(ctx, cfg.Etcd); err != nil {
+		return nil, err
+	}
+
+	s.api, err = apiserver.New(apiserver.Config{
+		Listener:         s.listener,
+		ServingCert:      certs.serving.CertPEM,
+		ServingKey:       certs.serving.KeyPEM,
+		ClientCA:         certs.clientCA,
+		LoopbackCert:     certs.loopback.CertPEM,
+		LoopbackKey:      certs.loopback.KeyPEM,
+		LoopbackCA:       certs.ca.CertPEM,
+		TokenAuthFile:    cfg.TokenAuthFile,
+		PublicAddress:    cfg.AdvertiseAddress,
+		Etcd:             s.etcdCli,
+		EtcdPrefix:       cfg.Etcd.Prefix,
+		EnableWatchCache: !cfg.DisableWatchCache,
+		EventTTL:         cfg.EventTTL,
+		ShutdownDelay:    cfg.ShutdownDelayDuration,
+		Version:          version.Get(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// dialEtcd connects to an external etcd cluster and checks it answers.
+func dialEtcd(ctx context.Context, c EtcdConfig) (*clientv3.Client, error) {
+	tlsInfo := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.CAFile}
+	cc := clientv3.Config{Endpoints: c.Servers, DialTimeout: 20 * time.Second, Logger: quietEtcdClientLogger()}
+	if c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" {
+		tc, err := tlsInfo.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cafile/--etcd-certfile/--etcd-keyfile: %w", err)
+		}
+		cc.TLS = tc
+	}
+	cli, err := clientv3.New(cc)
+	if err != nil {
+		return nil, fmt.Errorf("--etcd-servers %v: %w", c.Servers, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := cli.Get(pctx, "health"); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("--etcd-servers %v: etcd does not answer: %w", c.Servers, err)
+	}
+	return cli, nil
+}
+
+// URL is the https URL the server serves on.
+func (s *Server) URL() string { return s.url }
+
+// AdminConfig returns a client config with cluster-admin rights (the admin
+// certificate of admin.kubeconfig).
+func (s *Server) AdminConfig() *rest.Config { return rest.CopyConfig(s.admin) }
+
+// AdminKubeconfig is the path of the admin kubeconfig.
+func (s *Server) AdminKubeconfig() string { return filepath.Join(s.cfg.DataDir, adminKubeconfigName) }
+
+// Ready is closed once /readyz answers 200.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Run serves until ctx is done, then shuts down gracefully and stops etcd.
+// It returns nil after a clean shutdown.
+func (s *Server) Run(ctx context.Context) error {
+	s.ran = true
+	defer s.close()
+	go s.watchReady(ctx)
+	errCh := make(chan error, 1)
+	go func() { errCh <- s.api.Run(ctx) }()
+	var etcdErr <-chan error
+	if s.etcd != nil {
+		etcdErr = s.etcd.Err()
+	}
+	select {
+	case err := <-errCh:
+		return err
+	case err := <-etcdErr:
+		return fmt.Errorf("embedded etcd failed: %w", err)
+	}
+}
+
+// watchReady closes s.ready once the server's own /readyz is 200 and tells
+// systemd, when it started us, that we are ready.
+func (s *Server) watchReady(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	client, err := rest.HTTPClientFor(s.api.Loopback)
+	if err != nil {
+		logger.Error(err, "Building the readiness client")
+		return
+	}
+	ticker := time.NewTicker(20 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.api.Loopback.Host+"/readyz", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+	}
+	close(s.ready)
+	logger.Info("kubeboot apiserver is ready", "url", s.url, "kubeconfig", s.AdminKubeconfig())
+	if err := notifySystemd(); err != nil {
+		logger.Error(err, "Notifying systemd")
+	}
+}
+
+// close stops what New started, in reverse order; it is idempotent.
+func (s *Server) close() {
+	s.closeOnce.Do(func() {
+		if s.api != nil && !s.ran {
+			s.api.Generic.Destroy()
+		}
+		if s.etcd != nil {
+			_ = s.etcd.Close()
+		} else if s.etcdCli != nil {
+			_ = s.etcdCli.Close()
+		}
+		if s.listener != nil {
+			_ = s.listener.Close()
+		}
+	})
+}
+
+// notifySystemd sends READY=1 to $NOTIFY_SOCKET when systemd (or another
+// supervisor speaking its protocol) set it.
+func notifySystemd() error {
+	socket := os.Getenv("NOTIFY_SOCKET")
+	if socket == "" {
+		return nil
+	}
+	addr := &net.UnixAddr{Name: socket, Net: "unixgram"}
+	if socket[0] == '@' {
+		addr.Name = "\x00" + socket[1:]
+	}
+	conn, err := net.DialUnix("unixgram", nil, addr)
+	if err != nil {
+		return fmt.Errorf("NOTIFY_SOCKET %q: %w", socket, err)
+	}
+	defer conn.Close()
+	_, err = conn.Write([]byte("READY=1"))
+	return err
+}

@@ -1,0 +1,213 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	basecompatibility "k8s.io/component-base/compatibility"
+
+	"github.com/kubeboot/kubeboot/internal/api"
+	"github.com/kubeboot/kubeboot/internal/generated/openapi"
+	"github.com/kubeboot/kubeboot/internal/registry/event"
+	"github.com/kubeboot/kubeboot/internal/storage"
+)
+
+// Config is everything the API server needs, as live values.
+type Config struct {
+	// Listener is the secure port, already bound. Required.
+	Listener net.Listener
+	// ServingCert and ServingKey are the PEM serving certificate and key.
+	ServingCert, ServingKey []byte
+	// ClientCA is the PEM bundle that signs accepted client certificates.
+	ClientCA []byte
+	// LoopbackCert and LoopbackKey are a PEM pair for the server's own
+	// clients (SNI name apiserver-loopback-client), signed by LoopbackCA.
+	LoopbackCert, LoopbackKey, LoopbackCA []byte
+	// TokenAuthFile is kube-apiserver's --token-auth-file (optional).
+	TokenAuthFile string
+	// PublicAddress is the address other members of the cluster reach this
+	// server on (--advertise-address).
+	PublicAddress net.IP
+	// Etcd is the storage client; the caller owns and closes it.
+	Etcd *clientv3.Client
+	// EtcdPrefix is --etcd-prefix. Default: /registry.
+	EtcdPrefix string
+	// EnableWatchCache is --watch-cache.
+	EnableWatchCache bool
+	// EventTTL is --event-ttl. Default: 1h.
+	EventTTL time.Duration
+	// ShutdownDelay is --shutdown-delay-duration.
+	ShutdownDelay time.Duration
+	// Version is served at /version.
+	Version apimachineryversion.Info
+}
+
+// Server is an assembled API server, not yet running.
+type Server struct {
+	Generic  *genericapiserver.GenericAPIServer
+	Scheme   *runtime.Scheme
+	Codecs   serializer.CodecFactory
+	Client   kubernetes.Interface
+	Loopback *rest.Config
+	storage  *storage.Backend
+}
+
+// New assembles an API server. On error nothing is left running.
+func New(cfg Config) (*Server, error) {
+	if cfg.Listener == nil || cfg.Etcd == nil {
+		return nil, errors.New("apiserver: a listener and an etcd client are required")
+	}
+	if cfg.EventTTL == 0 {
+		cfg.EventTTL = event.DefaultTTL
+	}
+	scheme := api.NewScheme()
+	codecs := api.NewCodecs(scheme)
+
+	gc := genericapiserver.NewConfig(codecs)
+	if err := applyServing(gc, cfg); err != nil {
+		return nil, err
+	}
+	gc.EffectiveVersion = newEffectiveVersion(cfg.Version)
+	gc.PublicAddress = cfg.PublicAddress
+	gc.ShutdownDelayDuration = cfg.ShutdownDelay
+	gc.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
+	authn, err := newAuthenticator(gc.SecureServing.ClientCA.(dynamiccertificates.CAContentProvider).VerifyOptions, cfg.TokenAuthFile)
+	if err != nil {
+		return nil, err
+	}
+	gc.Authentication.Authenticator = authn
+
+	namer := openapinamer.NewDefinitionNamer(scheme)
+	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	gc.OpenAPIConfig.Info.Title = "Kubernetes"
+	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	gc.OpenAPIV3Config.Info.Title = "Kubernetes"
+
+	client, err := kubernetes.NewForConfig(gc.LoopbackClientConfig)
+	if err != nil {
+		return nil, fmt.Errorf("loopback client: %w", err)
+	}
+	informerFactory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	if gc.AdmissionControl, err = newAdmission(client, informerFactory); err != nil {
+		return nil, err
+	}
+
+	backend, err := storage.New(storage.Config{
+		Client:                cfg.Etcd,
+		Prefix:                cfg.EtcdPrefix,
+		Serializer:            codecs,
+		EnableWatchCache:      cfg.EnableWatchCache,
+		CompactionInterval:    5 * time.Minute,
+		CountMetricPollPeriod: time.Minute,
+		ObjectCountTracker:    gc.StorageObjectCountTracker,
+	})
+	if err != nil {
+		return nil, err
+	}
+	gc.RESTOptionsGetter = backend
+	gc.AddHealthChecks(healthz.NamedCheck("etcd", func(*http.Request) error {
+		return backend.Check(context.Background(), 2*time.Second)
+	}))
+	gc.AddReadyzChecks(healthz.NamedCheck("etcd-readiness", func(*http.Request) error {
+		return backend.Check(context.Background(), 2*time.Second)
+	}))
+
+	generic, err := gc.Complete(informerFactory).New("kubeboot-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		backend.Destroy()
+		return nil, fmt.Errorf("building the generic API server: %w", err)
+	}
+	generic.RegisterDestroyFunc(backend.Destroy)
+
+	groups, err := newStorages(backend, scheme, cfg.EventTTL)
+	if err != nil {
+		generic.Destroy()
+		return nil, err
+	}
+	if err := installAPIs(generic, scheme, codecs, groups); err != nil {
+		destroyStorages(groups)
+		generic.Destroy()
+		return nil, err
+	}
+	return &Server{Generic: generic, Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig, storage: backend}, nil
+}
+
+// applyServing sets up TLS serving, the loopback client and its SNI
+// certificate.
+func applyServing(gc *genericapiserver.Config, cfg Config) error {
+	cert, err := dynamiccertificates.NewStaticCertKeyContent("serving-cert", cfg.ServingCert, cfg.ServingKey)
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	ca, err := dynamiccertificates.NewStaticCAContent("client-ca", cfg.ClientCA)
+	if err != nil {
+		return fmt.Errorf("client CA: %w", err)
+	}
+	loopback, err := dynamiccertificates.NewStaticSNICertKeyContent("loopback-serving-cert", cfg.LoopbackCert, cfg.LoopbackKey, genericapiserver.LoopbackClientServerNameOverride)
+	if err != nil {
+		return fmt.Errorf("loopback certificate: %w", err)
+	}
+	gc.SecureServing = &genericapiserver.SecureServingInfo{
+		Listener:      cfg.Listener,
+		Cert:          cert,
+		SNICerts:      []dynamiccertificates.SNICertKeyContentProvider{loopback},
+		ClientCA:      ca,
+		MinTLSVersion: tls.VersionTLS12,
+	}
+	gc.LoopbackClientConfig, err = gc.SecureServing.NewLoopbackClientConfig(uuid.NewString(), cfg.LoopbackCA)
+	if err != nil {
+		return fmt.Errorf("loopback client: %w", err)
+	}
+	return nil
+}
+
+// Run serves until ctx is done, then shuts down gracefully: pre-shutdown
+// hooks, drain, stop. It returns once the server has stopped.
+func (s *Server) Run(ctx context.Context) error {
+	return s.Generic.PrepareRun().RunWithContext(ctx)
+}
+
+// effectiveVersion serves kubeboot's version at /version while keeping the
+// library's API-level logic (emulation and compatibility versions).
+type effectiveVersion struct {
+	basecompatibility.MutableEffectiveVersion
+	info apimachineryversion.Info
+}
+
+func newEffectiveVersion(info apimachineryversion.Info) *effectiveVersion {
+	v := basecompatibility.NewEffectiveVersionFromString(info.Major+"."+info.Minor, "", "")
+	return &effectiveVersion{MutableEffectiveVersion: v, info: info}
+}
+
+// Info implements basecompatibility.EffectiveVersion.
+func (v *effectiveVersion) Info() *apimachineryversion.Info {
+	info := v.info
+	if ev := v.EmulationVersion(); ev != nil {
+		info.EmulationMajor = strconv.FormatUint(uint64(ev.Major()), 10)
+		info.EmulationMinor = strconv.FormatUint(uint64(ev.Minor()), 10)
+	}
+	if mc := v.MinCompatibilityVersion(); mc != nil {
+		info.MinCompatibilityMajor = strconv.FormatUint(uint64(mc.Major()), 10)
+		info.MinCompatibilityMinor = strconv.FormatUint(uint64(mc.Minor()), 10)
+	}
+	return &info
+}

@@ -1,0 +1,65 @@
+// Package app holds kubeboot's commands: dispatch on the name the binary is
+// invoked as (hyperkube style), the server commands and `version`. It is
+// the only code that knows cobra.
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// servers maps each working server to the command that runs it; the names
+// are also what a link to the binary may be called ("kube-<server>").
+var serverAliases = map[string]string{
+	"kube-apiserver": "apiserver",
+}
+
+// ServerForName returns the server a binary invoked as argv0 runs directly
+// (a link named kube-apiserver runs `kubeboot apiserver`), or "" for the
+// multi-server `kubeboot` command.
+func ServerForName(argv0 string) string {
+	name := strings.TrimSuffix(filepath.Base(argv0), ".exe")
+	return serverAliases[name]
+}
+
+// Run executes the command line args (args[0] is the program name) and
+// returns the process exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdout, stderr)
+	rest := args[1:]
+	if server := ServerForName(args[0]); server != "" {
+		rest = append([]string{server}, rest...)
+	}
+	root.SetArgs(rest)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kubeboot",
+		Short: "A lean Kubernetes control plane in one binary",
+		Long: `kubeboot is a single-binary Kubernetes control plane. Run one of its servers:
+
+  kubeboot apiserver   the Kubernetes API server, on embedded or external etcd
+
+A link to this binary named after a server (kube-apiserver) runs that server.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Without a server, print help rather than doing nothing.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(newAPIServerCommand(), newVersionCommand())
+	return root
+}

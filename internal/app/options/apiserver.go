@@ -1,0 +1,132 @@
+// Package options turns kube-apiserver style flags into a
+// controlplane.Config. It is the only code that knows flag names.
+package options
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/network"
+	"github.com/kubeboot/kubeboot/internal/registry/event"
+	"github.com/kubeboot/kubeboot/internal/storage"
+)
+
+// APIServer holds the flags of `kubeboot apiserver`, named and defaulted
+// as kube-apiserver's.
+type APIServer struct {
+	DataDir          string
+	BindAddress      net.IP
+	SecurePort       int
+	AdvertiseAddress net.IP
+
+	EtcdServers  []string
+	EtcdCAFile   string
+	EtcdCertFile string
+	EtcdKeyFile  string
+	EtcdPrefix   string
+
+	ServiceClusterIPRange string
+	ServiceNodePortRange  string
+
+	TokenAuthFile string
+	ClientCAFile  string
+
+	EventTTL              time.Duration
+	WatchCache            bool
+	ShutdownDelayDuration time.Duration
+}
+
+// NewAPIServer returns the flag defaults.
+func NewAPIServer() *APIServer {
+	return &APIServer{
+		DataDir:              controlplane.DefaultDataDir(),
+		BindAddress:          net.IPv4zero,
+		SecurePort:           controlplane.DefaultSecurePort,
+		EtcdPrefix:           storage.DefaultPrefix,
+		ServiceNodePortRange: network.DefaultServiceNodePortRange,
+		EventTTL:             event.DefaultTTL,
+		WatchCache:           true,
+	}
+}
+
+// AddFlags registers the flags on fs.
+func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the embedded etcd data, the generated certificates and admin.kubeconfig.")
+	fs.IPVar(&o.BindAddress, "bind-address", o.BindAddress, "The IP address on which to listen for the --secure-port port. 0.0.0.0 listens on all interfaces.")
+	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "The port on which to serve HTTPS with authentication and authorization. 0 picks a free port.")
+	fs.IPVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "The IP address on which to advertise the apiserver to members of the cluster. If blank, the --bind-address will be used; if that is unspecified or loopback, the host's default interface address.")
+
+	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "List of etcd servers to connect with (scheme://ip:port), comma separated. If empty, etcd runs embedded in --data-dir.")
+	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "SSL Certificate Authority file used to secure etcd communication.")
+	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "SSL certification file used to secure etcd communication.")
+	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "SSL key file used to secure etcd communication.")
+	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "The prefix to prepend to all resource paths in etcd.")
+
+	fs.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", o.ServiceClusterIPRange, "A CIDR notation IP range from which to assign service cluster IPs, or two of different families separated by a comma for dual-stack. Default 10.0.0.0/24.")
+	fs.StringVar(&o.ServiceNodePortRange, "service-node-port-range", o.ServiceNodePortRange, "A port range to reserve for services with NodePort visibility. Example: '30000-32767'. Inclusive at both ends of the range.")
+
+	fs.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "If set, the file that will be used to secure the secure port of the API server via token authentication (CSV: token,user,uid,\"group1,group2\").")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "If set, any request presenting a client certificate signed by one of the authorities in this file is authenticated (in addition to the generated CA).")
+
+	fs.DurationVar(&o.EventTTL, "event-ttl", o.EventTTL, "Amount of time to retain events.")
+	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "Enable watch caching in the apiserver.")
+	fs.DurationVar(&o.ShutdownDelayDuration, "shutdown-delay-duration", o.ShutdownDelayDuration, "Time to delay the termination. During that time the server keeps serving requests normally while /readyz fails.")
+}
+
+// Validate checks values a flag's type does not; it returns every problem,
+// each naming its flag.
+func (o *APIServer) Validate() error {
+	var errs []error
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir must not be empty"))
+	}
+	if o.SecurePort < 0 || o.SecurePort > 65535 {
+		errs = append(errs, fmt.Errorf("--secure-port %d must be between 0 and 65535, inclusive", o.SecurePort))
+	}
+	if o.EventTTL <= 0 {
+		errs = append(errs, fmt.Errorf("--event-ttl %s must be positive", o.EventTTL))
+	}
+	if o.ShutdownDelayDuration < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-delay-duration %s must not be negative", o.ShutdownDelayDuration))
+	}
+	if len(o.EtcdServers) == 0 && (o.EtcdCAFile != "" || o.EtcdCertFile != "" || o.EtcdKeyFile != "") {
+		errs = append(errs, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers"))
+	}
+	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
+		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile must be set together"))
+	}
+	if o.AdvertiseAddress != nil && (o.AdvertiseAddress.IsUnspecified() || o.AdvertiseAddress.IsLoopback()) {
+		errs = append(errs, fmt.Errorf("--advertise-address %s must be a specific, non-loopback address", o.AdvertiseAddress))
+	}
+	return errors.Join(errs...)
+}
+
+// Config returns the control plane configuration the flags describe.
+func (o *APIServer) Config() controlplane.Config {
+	return controlplane.Config{
+		DataDir:          o.DataDir,
+		BindAddress:      o.BindAddress,
+		SecurePort:       o.SecurePort,
+		UseFreePort:      o.SecurePort == 0,
+		AdvertiseAddress: o.AdvertiseAddress,
+		Etcd: controlplane.EtcdConfig{
+			Servers:  o.EtcdServers,
+			CAFile:   o.EtcdCAFile,
+			CertFile: o.EtcdCertFile,
+			KeyFile:  o.EtcdKeyFile,
+			Prefix:   o.EtcdPrefix,
+		},
+		ServiceClusterIPRange: o.ServiceClusterIPRange,
+		ServiceNodePortRange:  o.ServiceNodePortRange,
+		TokenAuthFile:         o.TokenAuthFile,
+		ClientCAFile:          o.ClientCAFile,
+		EventTTL:              o.EventTTL,
+		DisableWatchCache:     !o.WatchCache,
+		ShutdownDelayDuration: o.ShutdownDelayDuration,
+	}
+}

@@ -1,0 +1,72 @@
+package network
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseServiceCIDRs(t *testing.T) {
+	tests := []struct {
+		name, in, want, wantErr, wantIP string
+	}{
+		{name: "default", in: DefaultServiceClusterIPRange, want: "10.0.0.0/24", wantIP: "10.0.0.1"},
+		{name: "dual stack", in: "10.96.0.0/16,fd00::/108", want: "10.96.0.0/16,fd00::/108", wantIP: "10.96.0.1"},
+		{name: "ipv6 primary", in: "fd00::/112", want: "fd00::/112", wantIP: "fd00::1"},
+		{name: "too large v4", in: "10.0.0.0/8", wantErr: "the mask must be >= 12"},
+		{name: "too large v6", in: "fd00::/64", wantErr: "the mask must be >= 108"},
+		{name: "too small", in: "10.0.0.0/30", wantErr: "at least 8 addresses"},
+		{name: "same family", in: "10.0.0.0/24,10.1.0.0/24", wantErr: "different IP family"},
+		{name: "garbage", in: "ten", wantErr: "not a valid CIDR"},
+		{name: "host bits", in: "10.0.0.1/24", wantErr: "host bits"},
+		{name: "three", in: "10.0.0.0/24,fd00::/112,10.1.0.0/24", wantErr: "one CIDR or two"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseServiceCIDRs(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "--service-cluster-ip-range") {
+					t.Fatalf("error = %v, want one naming the flag and containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != tt.want || got.KubernetesServiceIP().String() != tt.wantIP {
+				t.Errorf("got %s (kubernetes IP %s), want %s (%s)", got, got.KubernetesServiceIP(), tt.want, tt.wantIP)
+			}
+		})
+	}
+}
+
+func TestParsePortRange(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     PortRange
+		wantErr  bool
+	}{
+		{name: "default", in: DefaultServiceNodePortRange, want: PortRange{Base: 30000, Size: 2768}},
+		{name: "plus form", in: "30000+10", want: PortRange{Base: 30000, Size: 11}},
+		{name: "single", in: "30000-30000", want: PortRange{Base: 30000, Size: 1}},
+		{name: "reversed", in: "32767-30000", wantErr: true},
+		{name: "too high", in: "30000-70000", wantErr: true},
+		{name: "garbage", in: "ports", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParsePortRange(tt.in)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "--service-node-port-range") {
+					t.Fatalf("error = %v, want one naming the flag", err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+	if s := (PortRange{Base: 30000, Size: 2768}).String(); s != "30000-32767" {
+		t.Errorf("String() = %q", s)
+	}
+}

@@ -1,0 +1,166 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeboot/kubeboot/internal/printers"
+	"github.com/kubeboot/kubeboot/internal/registry"
+)
+
+// Allocator assigns and frees the ClusterIPs and NodePorts of Services.
+type Allocator interface {
+	// Create assigns what a new Service needs and fills it into svc.
+	Create(ctx context.Context, svc *corev1.Service, dryRun bool) (Transaction, error)
+	// Update assigns what an update adds and frees what it drops, filling
+	// svc in; old is the stored Service.
+	Update(ctx context.Context, svc, old *corev1.Service, dryRun bool) (Transaction, error)
+	// Release frees everything a deleted Service held.
+	Release(ctx context.Context, svc *corev1.Service) error
+}
+
+// Transaction is an allocation waiting for the outcome of its write.
+type Transaction interface {
+	// Commit makes the allocation final (frees what an update dropped).
+	Commit(ctx context.Context)
+	// Revert undoes the allocation after a failed write.
+	Revert(ctx context.Context)
+}
+
+// Storage holds the services resource and its status.
+type Storage struct {
+	Service *registry.REST
+	Status  *registry.StatusREST
+}
+
+// NewStorage returns the services storage, allocating through alloc.
+func NewStorage(opts generic.RESTOptionsGetter, typer runtime.ObjectTyper, alloc Allocator) (*Storage, error) {
+	main, err := registry.NewStore(opts, registry.StoreConfig{
+		Resource:   corev1.Resource("services"),
+		Singular:   "service",
+		New:        func() runtime.Object { return &corev1.Service{} },
+		NewList:    func() runtime.Object { return &corev1.ServiceList{} },
+		Strategy:   Strategy(typer),
+		Table:      printers.Services(),
+		Attrs:      attrs,
+		ShortNames: []string{"svc"},
+		Categories: []string{"all"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := hooks{alloc: alloc}
+	main.BeginCreate = h.beginCreate
+	main.BeginUpdate = h.beginUpdate
+	main.AfterDelete = h.afterDelete
+	return &Storage{Service: main, Status: registry.NewStatusREST(main, StatusStrategy(typer))}, nil
+}
+
+// hooks connect the generic store's write path to the allocator.
+type hooks struct {
+	alloc Allocator
+}
+
+func (h hooks) beginCreate(ctx context.Context, obj runtime.Object, options *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, fmt.Errorf("not a service: %T", obj)
+	}
+	txn, err := h.alloc.Create(ctx, svc, len(options.DryRun) > 0)
+	if err != nil {
+		return nil, err
+	}
+	return finish(txn), nil
+}
+
+func (h hooks) beginUpdate(ctx context.Context, obj, oldObj runtime.Object, options *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, fmt.Errorf("not a service: %T", obj)
+	}
+	old := oldObj.(*corev1.Service)
+	keepAllocatedValues(svc, old)
+	txn, err := h.alloc.Update(ctx, svc, old, len(options.DryRun) > 0)
+	if err != nil {
+		return nil, err
+	}
+	return finish(txn), nil
+}
+
+func (h hooks) afterDelete(obj runtime.Object, options *metav1.DeleteOptions) {
+	if len(options.DryRun) > 0 {
+		return
+	}
+	svc := obj.(*corev1.Service)
+	// The request's context may be gone; the repair loop frees anything
+	// this misses.
+	ctx := context.Background()
+	if err := h.alloc.Release(ctx, svc); err != nil {
+		klog.FromContext(ctx).Error(err, "Releasing the allocations of a deleted Service", "service", klog.KObj(svc))
+	}
+}
+
+func finish(txn Transaction) genericregistry.FinishFunc {
+	return func(ctx context.Context, success bool) {
+		if success {
+			txn.Commit(ctx)
+		} else {
+			txn.Revert(ctx)
+		}
+	}
+}
+
+// keepAllocatedValues carries over ClusterIPs and NodePorts that an update
+// left empty while the Service still needs them, as kube-apiserver does:
+// `kubectl replace` of a manifest without them must not change them.
+func keepAllocatedValues(svc, old *corev1.Service) {
+	if needsClusterIP(old) && needsClusterIP(svc) {
+		if svc.Spec.ClusterIP == "" {
+			svc.Spec.ClusterIP = old.Spec.ClusterIP
+		}
+		if len(svc.Spec.ClusterIPs) == 0 && len(old.Spec.ClusterIPs) > 0 && svc.Spec.ClusterIP == old.Spec.ClusterIP {
+			svc.Spec.ClusterIPs = old.Spec.ClusterIPs
+		}
+	}
+	if needsNodePorts(old) && needsNodePorts(svc) {
+		for i := range svc.Spec.Ports {
+			p := &svc.Spec.Ports[i]
+			if p.NodePort != 0 {
+				continue
+			}
+			for _, op := range old.Spec.Ports {
+				if op.Port == p.Port && op.Protocol == p.Protocol && op.NodePort != 0 {
+					p.NodePort = op.NodePort
+					break
+				}
+			}
+		}
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && old.Spec.Type == corev1.ServiceTypeLoadBalancer &&
+		svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
+		old.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
+		svc.Spec.HealthCheckNodePort == 0 {
+		svc.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
+	}
+}
+
+func needsClusterIP(svc *corev1.Service) bool {
+	return svc.Spec.Type != corev1.ServiceTypeExternalName
+}
+
+func needsNodePorts(svc *corev1.Service) bool {
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeNodePort:
+		return true
+	case corev1.ServiceTypeLoadBalancer:
+		return svc.Spec.AllocateLoadBalancerNodePorts == nil || *svc.Spec.AllocateLoadBalancerNodePorts
+	}
+	return false
+}
