@@ -94,6 +94,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		EventTTL:         cfg.EventTTL,
 		ShutdownDelay:    cfg.ShutdownDelayDuration,
 		Version:          version.Get(),
+		ServiceCIDRs:     cfg.serviceCIDRs,
+		NodePorts:        cfg.nodePorts,
 	})
 	if err != nil {
 		return nil, err

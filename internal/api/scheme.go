@@ -66,6 +66,9 @@ func NewScheme() *runtime.Scheme {
 	for gv, objs := range servedKinds() {
 		s.AddKnownTypes(Internal(gv.Group), objs...)
 	}
+	// The node port allocation bitmap is stored like kube-apiserver's, at
+	// /registry/ranges/servicenodeports, though not served.
+	s.AddKnownTypes(Internal(CoreV1.Group), &corev1.RangeAllocation{})
 	// events.k8s.io shares storage with core/v1 Events: its hub is the core
 	// Event, as in kube-apiserver.
 	s.AddKnownTypes(Internal(EventsV1.Group), &corev1.Event{}, &corev1.EventList{})

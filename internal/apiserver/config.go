@@ -27,7 +27,9 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/generated/openapi"
+	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/registry/event"
+	"github.com/kubeboot/kubeboot/internal/registry/ipaddress"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
 
@@ -59,6 +61,13 @@ type Config struct {
 	ShutdownDelay time.Duration
 	// Version is served at /version.
 	Version apimachineryversion.Info
+	// ServiceCIDRs are the Service ranges (--service-cluster-ip-range).
+	ServiceCIDRs network.ServiceCIDRs
+	// NodePorts is --service-node-port-range.
+	NodePorts network.PortRange
+	// SystemNamespacesInterval is how often missing system namespaces are
+	// recreated. Default: 1m.
+	SystemNamespacesInterval time.Duration
 }
 
 // Server is an assembled API server, not yet running.
@@ -138,8 +147,21 @@ func New(cfg Config) (*Server, error) {
 	}
 	generic.RegisterDestroyFunc(backend.Destroy)
 
-	groups, err := newStorages(backend, scheme, cfg.EventTTL)
+	ipAddresses, err := ipaddress.NewREST(backend, scheme)
 	if err != nil {
+		generic.Destroy()
+		return nil, err
+	}
+	alloc, err := newAllocators(backend, ipAddresses, informerFactory, cfg.ServiceCIDRs, cfg.NodePorts)
+	if err != nil {
+		ipAddresses.Destroy()
+		generic.Destroy()
+		return nil, err
+	}
+	generic.RegisterDestroyFunc(alloc.destroy)
+	groups, err := newStorages(backend, scheme, cfg.EventTTL, ipAddresses, alloc.service)
+	if err != nil {
+		ipAddresses.Destroy()
 		generic.Destroy()
 		return nil, err
 	}
@@ -148,7 +170,12 @@ func New(cfg Config) (*Server, error) {
 		generic.Destroy()
 		return nil, err
 	}
-	return &Server{Generic: generic, Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig, storage: backend}, nil
+	s := &Server{Generic: generic, Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig, storage: backend}
+	if err := s.addHooks(cfg); err != nil {
+		generic.Destroy()
+		return nil, err
+	}
+	return s, nil
 }
 
 // applyServing sets up TLS serving, the loopback client and its SNI

@@ -18,10 +18,10 @@ import (
 	"github.com/kubeboot/kubeboot/internal/registry/endpoints"
 	"github.com/kubeboot/kubeboot/internal/registry/endpointslice"
 	"github.com/kubeboot/kubeboot/internal/registry/event"
-	"github.com/kubeboot/kubeboot/internal/registry/ipaddress"
 	"github.com/kubeboot/kubeboot/internal/registry/lease"
 	"github.com/kubeboot/kubeboot/internal/registry/namespace"
 	"github.com/kubeboot/kubeboot/internal/registry/secret"
+	"github.com/kubeboot/kubeboot/internal/registry/service"
 	"github.com/kubeboot/kubeboot/internal/registry/serviceaccount"
 	"github.com/kubeboot/kubeboot/internal/registry/servicecidr"
 )
@@ -30,8 +30,9 @@ import (
 // and resource path ("services/status").
 type resources map[string]map[string]rest.Storage
 
-// newStorages builds every resource's storage on opts.
-func newStorages(opts generic.RESTOptionsGetter, scheme *runtime.Scheme, eventTTL time.Duration) (map[string]resources, error) {
+// newStorages builds every resource's storage on opts; Services allocate
+// through alloc.
+func newStorages(opts generic.RESTOptionsGetter, scheme *runtime.Scheme, eventTTL time.Duration, ipAddresses rest.Storage, alloc *service.Allocators) (map[string]resources, error) {
 	var errs []error
 	must := func(s rest.Storage, err error) rest.Storage {
 		if err != nil {
@@ -45,6 +46,13 @@ func newStorages(opts generic.RESTOptionsGetter, scheme *runtime.Scheme, eventTT
 	}
 	cidrs, err := servicecidr.NewStorage(opts, scheme)
 	if err != nil {
+		ns.Namespace.Destroy()
+		return nil, err
+	}
+	services, err := service.NewStorage(opts, scheme, alloc)
+	if err != nil {
+		ns.Namespace.Destroy()
+		cidrs.ServiceCIDR.Destroy()
 		return nil, err
 	}
 	groups := map[string]resources{
@@ -52,6 +60,8 @@ func newStorages(opts generic.RESTOptionsGetter, scheme *runtime.Scheme, eventTT
 			"namespaces":          ns.Namespace,
 			"namespaces/status":   ns.Status,
 			"namespaces/finalize": ns.Finalize,
+			"services":            services.Service,
+			"services/status":     services.Status,
 			"configmaps":          must(configmap.NewREST(opts, scheme)),
 			"secrets":             must(secret.NewREST(opts, scheme)),
 			"serviceaccounts":     must(serviceaccount.NewREST(opts, scheme)),
@@ -64,7 +74,7 @@ func newStorages(opts generic.RESTOptionsGetter, scheme *runtime.Scheme, eventTT
 		api.NetworkingV1.Group: {"v1": {
 			"servicecidrs":        cidrs.ServiceCIDR,
 			"servicecidrs/status": cidrs.Status,
-			"ipaddresses":         must(ipaddress.NewREST(opts, scheme)),
+			"ipaddresses":         ipAddresses,
 		}},
 	}
 	if len(errs) > 0 {

@@ -160,6 +160,22 @@ func (b *Backend) decorator(cached bool) generic.StorageDecorator {
 	}
 }
 
+// Raw returns a storage.Interface for objects of gr under resourcePrefix,
+// without a watch cache: for objects the registry does not serve, such as
+// the node port allocation bitmap. The caller calls the returned destroy
+// function when done.
+func (b *Backend) Raw(gr schema.GroupResource, resourcePrefix string, newFunc, newListFunc func() runtime.Object) (storage.Interface, func(), error) {
+	opts, err := b.GetRESTOptions(gr, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, destroy, err := b.decorator(false)(opts.StorageConfig, resourcePrefix, nil, newFunc, newListFunc, nil, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, destroy, nil
+}
+
 // Check probes etcd the way kube-apiserver's etcd health check does: one
 // read of "<prefix>/health" within the timeout.
 func (b *Backend) Check(ctx context.Context, timeout time.Duration) error {

@@ -223,3 +223,11 @@ func validateUpgradeDowngradeIPFamilies(old, svc *corev1.Service) field.ErrorLis
 func isSingleStack(svc *corev1.Service) bool {
 	return svc.Spec.IPFamilyPolicy != nil && *svc.Spec.IPFamilyPolicy == corev1.IPFamilyPolicySingleStack
 }
+
+// ValidateServiceClusterIPsRelatedFields checks clusterIP, clusterIPs,
+// ipFamilies and ipFamilyPolicy before the registry allocates, so that
+// malformed values are refused before any allocation is attempted. old is
+// nil on create.
+func ValidateServiceClusterIPsRelatedFields(svc, old *corev1.Service) field.ErrorList {
+	return validateClusterIPsRelatedFields(svc, old)
+}

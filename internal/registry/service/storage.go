@@ -15,25 +15,6 @@ import (
 	"github.com/kubeboot/kubeboot/internal/registry"
 )
 
-// Allocator assigns and frees the ClusterIPs and NodePorts of Services.
-type Allocator interface {
-	// Create assigns what a new Service needs and fills it into svc.
-	Create(ctx context.Context, svc *corev1.Service, dryRun bool) (Transaction, error)
-	// Update assigns what an update adds and frees what it drops, filling
-	// svc in; old is the stored Service.
-	Update(ctx context.Context, svc, old *corev1.Service, dryRun bool) (Transaction, error)
-	// Release frees everything a deleted Service held.
-	Release(ctx context.Context, svc *corev1.Service) error
-}
-
-// Transaction is an allocation waiting for the outcome of its write.
-type Transaction interface {
-	// Commit makes the allocation final (frees what an update dropped).
-	Commit(ctx context.Context)
-	// Revert undoes the allocation after a failed write.
-	Revert(ctx context.Context)
-}
-
 // Storage holds the services resource and its status.
 type Storage struct {
 	Service *registry.REST
@@ -41,7 +22,7 @@ type Storage struct {
 }
 
 // NewStorage returns the services storage, allocating through alloc.
-func NewStorage(opts generic.RESTOptionsGetter, typer runtime.ObjectTyper, alloc Allocator) (*Storage, error) {
+func NewStorage(opts generic.RESTOptionsGetter, typer runtime.ObjectTyper, alloc *Allocators) (*Storage, error) {
 	main, err := registry.NewStore(opts, registry.StoreConfig{
 		Resource:   corev1.Resource("services"),
 		Singular:   "service",
@@ -65,7 +46,7 @@ func NewStorage(opts generic.RESTOptionsGetter, typer runtime.ObjectTyper, alloc
 
 // hooks connect the generic store's write path to the allocator.
 type hooks struct {
-	alloc Allocator
+	alloc *Allocators
 }
 
 func (h hooks) beginCreate(ctx context.Context, obj runtime.Object, options *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
@@ -107,7 +88,7 @@ func (h hooks) afterDelete(obj runtime.Object, options *metav1.DeleteOptions) {
 	}
 }
 
-func finish(txn Transaction) genericregistry.FinishFunc {
+func finish(txn *transaction) genericregistry.FinishFunc {
 	return func(ctx context.Context, success bool) {
 		if success {
 			txn.Commit(ctx)
