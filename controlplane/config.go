@@ -12,6 +12,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/kubeboot/kubeboot/internal/network"
+	"github.com/kubeboot/kubeboot/internal/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/registry/event"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
@@ -53,6 +54,27 @@ type Config struct {
 	// ServiceNodePortRange is --service-node-port-range. Default:
 	// 30000-32767.
 	ServiceNodePortRange string
+	// KubernetesServiceNodePort, when > 0, makes the kubernetes Service a
+	// NodePort Service on that port (--kubernetes-service-node-port).
+	KubernetesServiceNodePort int
+	// EndpointReconcilerType is --endpoint-reconciler-type: lease,
+	// master-count or none. Default: lease.
+	EndpointReconcilerType string
+	// APIServerCount is --apiserver-count, used by master-count. Default: 1.
+	APIServerCount int
+	// EndpointLeaseTTL is how long a dead apiserver's endpoint lease lives
+	// (--endpoint-lease-ttl). Default: 3s.
+	EndpointLeaseTTL time.Duration
+	// EndpointReconcileInterval is how often the kubernetes Service and its
+	// endpoints are reconciled (--endpoint-reconciler-interval). Default: 1s.
+	EndpointReconcileInterval time.Duration
+	// SystemNamespacesInterval is how often missing system namespaces are
+	// recreated. Default: 1m.
+	SystemNamespacesInterval time.Duration
+	// IdentityLeaseGCPeriod is how often expired apiserver identity leases
+	// are deleted. Default: 1h.
+	IdentityLeaseGCPeriod time.Duration
+
 	// ClusterDomain is the DNS domain of Services, used in the serving
 	// certificate. Default: cluster.local.
 	ClusterDomain string
@@ -91,6 +113,7 @@ type CompletedConfig struct {
 
 type completedConfig struct {
 	Config
+	reconciler    reconcilers.Type
 	serviceCIDRs  network.ServiceCIDRs
 	nodePorts     network.PortRange
 	advertiseAddr netip.Addr
@@ -169,13 +192,46 @@ func (c Config) Complete() (CompletedConfig, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
 		}
 	}
+	if cc.reconciler, err = reconcilers.ParseType(defaultString(cc.EndpointReconcilerType, string(reconcilers.Lease))); err != nil {
+		errs = append(errs, err)
+	}
+	if cc.APIServerCount == 0 {
+		cc.APIServerCount = 1
+	}
+	if cc.APIServerCount < 0 {
+		errs = append(errs, fmt.Errorf("--apiserver-count %d must be a positive number", cc.APIServerCount))
+	}
+	if cc.EndpointLeaseTTL == 0 {
+		cc.EndpointLeaseTTL = reconcilers.DefaultLeaseTTL
+	}
+	if cc.EndpointReconcileInterval == 0 {
+		cc.EndpointReconcileInterval = reconcilers.DefaultReconcileInterval
+	}
+	if cc.EndpointLeaseTTL < time.Second || cc.EndpointReconcileInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--endpoint-lease-ttl %s must be at least 1s and --endpoint-reconciler-interval %s positive", cc.EndpointLeaseTTL, cc.EndpointReconcileInterval))
+	}
+	if p := cc.KubernetesServiceNodePort; p != 0 && (p < 0 || !cc.nodePorts.Contains(p)) && cc.nodePorts.Size > 0 {
+		errs = append(errs, fmt.Errorf("--kubernetes-service-node-port %d must be in --service-node-port-range %s", p, cc.nodePorts))
+	}
 	if err := cc.resolveAdvertiseAddress(); err != nil {
 		errs = append(errs, err)
+	} else if cc.reconciler != reconcilers.None && cc.serviceCIDRs.Primary.IsValid() &&
+		cc.serviceCIDRs.Primary.Addr().Is4() != cc.advertiseAddr.Is4() {
+		// kube-apiserver's message: the kubernetes Service's endpoints
+		// would be of the wrong family.
+		errs = append(errs, fmt.Errorf("service IP family %q must match public address family %q", cc.serviceCIDRs.Primary, cc.advertiseAddr))
 	}
 	if len(errs) > 0 {
 		return CompletedConfig{}, errors.Join(errs...)
 	}
 	return CompletedConfig{cc}, nil
+}
+
+func defaultString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func (cc *completedConfig) resolveAdvertiseAddress() error {

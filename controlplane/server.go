@@ -87,7 +87,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		LoopbackKey:      certs.loopback.KeyPEM,
 		LoopbackCA:       certs.ca.CertPEM,
 		TokenAuthFile:    cfg.TokenAuthFile,
-		PublicAddress:    cfg.AdvertiseAddress,
+		PublicAddress:    cfg.advertiseAddr,
 		Etcd:             s.etcdCli,
 		EtcdPrefix:       cfg.Etcd.Prefix,
 		EnableWatchCache: !cfg.DisableWatchCache,
@@ -96,6 +96,14 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		Version:          version.Get(),
 		ServiceCIDRs:     cfg.serviceCIDRs,
 		NodePorts:        cfg.nodePorts,
+
+		KubernetesServiceNodePort: cfg.KubernetesServiceNodePort,
+		EndpointReconcilerType:    cfg.reconciler,
+		APIServerCount:            cfg.APIServerCount,
+		EndpointLeaseTTL:          cfg.EndpointLeaseTTL,
+		EndpointReconcileInterval: cfg.EndpointReconcileInterval,
+		SystemNamespacesInterval:  cfg.SystemNamespacesInterval,
+		IdentityLeaseGCPeriod:     cfg.IdentityLeaseGCPeriod,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/generated/openapi"
 	"github.com/kubeboot/kubeboot/internal/network"
+	"github.com/kubeboot/kubeboot/internal/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/registry/event"
 	"github.com/kubeboot/kubeboot/internal/registry/ipaddress"
 	"github.com/kubeboot/kubeboot/internal/storage"
@@ -48,7 +50,7 @@ type Config struct {
 	TokenAuthFile string
 	// PublicAddress is the address other members of the cluster reach this
 	// server on (--advertise-address).
-	PublicAddress net.IP
+	PublicAddress netip.Addr
 	// Etcd is the storage client; the caller owns and closes it.
 	Etcd *clientv3.Client
 	// EtcdPrefix is --etcd-prefix. Default: /registry.
@@ -68,6 +70,19 @@ type Config struct {
 	// SystemNamespacesInterval is how often missing system namespaces are
 	// recreated. Default: 1m.
 	SystemNamespacesInterval time.Duration
+	// KubernetesServiceNodePort is --kubernetes-service-node-port.
+	KubernetesServiceNodePort int
+	// EndpointReconcilerType is --endpoint-reconciler-type. Default: lease.
+	EndpointReconcilerType reconcilers.Type
+	// APIServerCount is --apiserver-count, for the master-count reconciler.
+	APIServerCount int
+	// EndpointLeaseTTL and EndpointReconcileInterval tune the lease
+	// reconciler. Defaults: reconcilers.DefaultLeaseTTL and
+	// reconcilers.DefaultReconcileInterval.
+	EndpointLeaseTTL, EndpointReconcileInterval time.Duration
+	// IdentityLeaseGCPeriod is how often expired identity leases are
+	// collected. Default: 1h.
+	IdentityLeaseGCPeriod time.Duration
 }
 
 // Server is an assembled API server, not yet running.
@@ -96,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	gc.EffectiveVersion = newEffectiveVersion(cfg.Version)
-	gc.PublicAddress = cfg.PublicAddress
+	gc.PublicAddress = net.IP(cfg.PublicAddress.AsSlice())
 	gc.ShutdownDelayDuration = cfg.ShutdownDelay
 	gc.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
 	authn, err := newAuthenticator(gc.SecureServing.ClientCA.(dynamiccertificates.CAContentProvider).VerifyOptions, cfg.TokenAuthFile)
@@ -111,7 +126,11 @@ func New(cfg Config) (*Server, error) {
 	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	gc.OpenAPIV3Config.Info.Title = "Kubernetes"
 
-	client, err := kubernetes.NewForConfig(gc.LoopbackClientConfig)
+	// The server's own controllers read deprecated APIs on purpose (the
+	// kubernetes Endpoints): keep the deprecation warnings out of the logs.
+	internalClient := rest.CopyConfig(gc.LoopbackClientConfig)
+	internalClient.WarningHandler = rest.NoWarnings{}
+	client, err := kubernetes.NewForConfig(internalClient)
 	if err != nil {
 		return nil, fmt.Errorf("loopback client: %w", err)
 	}

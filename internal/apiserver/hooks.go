@@ -1,28 +1,118 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"strconv"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 
+	"github.com/kubeboot/kubeboot/internal/controller/clusterauthentication"
+	"github.com/kubeboot/kubeboot/internal/controller/identitylease"
+	"github.com/kubeboot/kubeboot/internal/controller/kubernetesservice"
+	"github.com/kubeboot/kubeboot/internal/controller/legacytokentracking"
 	"github.com/kubeboot/kubeboot/internal/controller/systemnamespaces"
+	"github.com/kubeboot/kubeboot/internal/reconcilers"
 )
 
 // Post-start hook names, as kube-apiserver's; each is also a readiness
 // check poststarthook/<name>.
 const (
-	hookSystemNamespaces = "start-system-namespaces-controller"
+	hookSystemNamespaces    = "start-system-namespaces-controller"
+	hookBootstrap           = "bootstrap-controller"
+	hookIdentityLease       = "start-kube-apiserver-identity-lease-controller"
+	hookIdentityLeaseGC     = "start-kube-apiserver-identity-lease-garbage-collector"
+	hookClusterAuthInfo     = "start-cluster-authentication-info-controller"
+	hookLegacyTokenTracking = "start-legacy-token-tracking-controller"
 )
 
-// addHooks registers the bootstrap controllers as post-start hooks. A hook
-// returns once its controller's first pass succeeded, so /readyz stays
-// failing until then; a hook error ends the process.
+// addHooks registers the bootstrap controllers as post-start hooks, and
+// the bootstrap controller's stop as a pre-shutdown hook. A hook returns
+// once its controller's first pass succeeded, so /readyz fails until then;
+// a hook error ends the process.
 func (s *Server) addHooks(cfg Config) error {
-	ns := systemnamespaces.New(s.Client, cfg.SystemNamespacesInterval)
-	if err := s.Generic.AddPostStartHook(hookSystemNamespaces, func(hc genericapiserver.PostStartHookContext) error {
-		return ns.Start(hc)
-	}); err != nil {
-		return fmt.Errorf("adding post-start hook %s: %w", hookSystemNamespaces, err)
+	broadcaster := record.NewBroadcaster(record.WithContext(context.Background()))
+	recorder := broadcaster.NewRecorder(s.Scheme, corev1.EventSource{Component: "kube-apiserver"})
+	s.Generic.RegisterDestroyFunc(broadcaster.Shutdown)
+
+	namespaces := systemnamespaces.New(s.Client, cfg.SystemNamespacesInterval)
+	reconciler, err := s.newReconciler(cfg)
+	if err != nil {
+		return err
 	}
-	return nil
+	_, portStr, _ := net.SplitHostPort(cfg.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	bootstrap := kubernetesservice.New(kubernetesservice.Config{
+		PublicIP:   cfg.PublicAddress,
+		ServiceIP:  cfg.ServiceCIDRs.KubernetesServiceIP(),
+		SecurePort: int32(port),
+		NodePort:   int32(cfg.KubernetesServiceNodePort),
+		Interval:   cfg.EndpointReconcileInterval,
+		Ready:      s.ready,
+	}, s.Client, reconciler, recorder)
+	authInfo := clusterauthentication.New(s.Client, cfg.ClientCA, 0)
+	tokenTracking := legacytokentracking.New(s.Client, 0)
+
+	hooks := []struct {
+		name string
+		fn   genericapiserver.PostStartHookFunc
+	}{
+		{hookSystemNamespaces, func(hc genericapiserver.PostStartHookContext) error { return namespaces.Start(hc) }},
+		{hookBootstrap, func(hc genericapiserver.PostStartHookContext) error {
+			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.Client.CoreV1().Events("")})
+			return bootstrap.Start(hc)
+		}},
+		{hookIdentityLease, func(hc genericapiserver.PostStartHookContext) error {
+			identitylease.Start(hc, s.Client, identitylease.Config{
+				ID:          s.Generic.APIServerID,
+				PeerAddress: net.JoinHostPort(cfg.PublicAddress.String(), portStr),
+				GCPeriod:    cfg.IdentityLeaseGCPeriod,
+			})
+			return nil
+		}},
+		// The collector runs with the lease controller; the hook keeps
+		// upstream's readiness check name.
+		{hookIdentityLeaseGC, func(genericapiserver.PostStartHookContext) error { return nil }},
+		{hookClusterAuthInfo, func(hc genericapiserver.PostStartHookContext) error { return authInfo.Start(hc) }},
+		{hookLegacyTokenTracking, func(hc genericapiserver.PostStartHookContext) error { return tokenTracking.Start(hc) }},
+	}
+	for _, h := range hooks {
+		if err := s.Generic.AddPostStartHook(h.name, h.fn); err != nil {
+			return fmt.Errorf("adding post-start hook %s: %w", h.name, err)
+		}
+	}
+	return s.Generic.AddPreShutdownHook(hookBootstrap, func() error {
+		return bootstrap.Stop(context.Background())
+	})
+}
+
+// newReconciler builds the --endpoint-reconciler-type reconciler.
+func (s *Server) newReconciler(cfg Config) (reconcilers.EndpointReconciler, error) {
+	switch cfg.EndpointReconcilerType {
+	case reconcilers.None:
+		return reconcilers.NewNone(), nil
+	case reconcilers.MasterCount:
+		return reconcilers.NewMasterCount(s.Client, cfg.APIServerCount), nil
+	case reconcilers.Lease, "":
+		opts, err := s.storage.GetRESTOptions(corev1.Resource("endpoints"), nil)
+		if err != nil {
+			return nil, err
+		}
+		return reconcilers.NewLease(s.Client, cfg.Etcd, opts.StorageConfig.Prefix, cfg.EndpointLeaseTTL, opts.StorageConfig.Codec), nil
+	}
+	return nil, fmt.Errorf("unknown endpoint reconciler type %q", cfg.EndpointReconcilerType)
+}
+
+// ready reports whether this server's /readyz answers 200.
+func (s *Server) ready(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var code int
+	s.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&code)
+	return code == 200
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/network"
+	"github.com/kubeboot/kubeboot/internal/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/registry/event"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
@@ -33,6 +34,12 @@ type APIServer struct {
 	ServiceClusterIPRange string
 	ServiceNodePortRange  string
 
+	KubernetesServiceNodePort int
+	EndpointReconcilerType    string
+	APIServerCount            int
+	EndpointLeaseTTL          time.Duration
+	EndpointReconcileInterval time.Duration
+
 	TokenAuthFile string
 	ClientCAFile  string
 
@@ -49,8 +56,14 @@ func NewAPIServer() *APIServer {
 		SecurePort:           controlplane.DefaultSecurePort,
 		EtcdPrefix:           storage.DefaultPrefix,
 		ServiceNodePortRange: network.DefaultServiceNodePortRange,
-		EventTTL:             event.DefaultTTL,
-		WatchCache:           true,
+
+		EndpointReconcilerType:    string(reconcilers.Lease),
+		APIServerCount:            1,
+		EndpointLeaseTTL:          reconcilers.DefaultLeaseTTL,
+		EndpointReconcileInterval: reconcilers.DefaultReconcileInterval,
+
+		EventTTL:   event.DefaultTTL,
+		WatchCache: true,
 	}
 }
 
@@ -69,6 +82,12 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", o.ServiceClusterIPRange, "A CIDR notation IP range from which to assign service cluster IPs, or two of different families separated by a comma for dual-stack. Default 10.0.0.0/24.")
 	fs.StringVar(&o.ServiceNodePortRange, "service-node-port-range", o.ServiceNodePortRange, "A port range to reserve for services with NodePort visibility. Example: '30000-32767'. Inclusive at both ends of the range.")
+
+	fs.IntVar(&o.KubernetesServiceNodePort, "kubernetes-service-node-port", o.KubernetesServiceNodePort, "If non-zero, the Kubernetes master service (which apiserver creates/maintains) will be of type NodePort, using this as the value of the port. If zero, the Kubernetes master service will be of type ClusterIP.")
+	fs.StringVar(&o.EndpointReconcilerType, "endpoint-reconciler-type", o.EndpointReconcilerType, "Use an endpoint reconciler (master-count, lease, none).")
+	fs.IntVar(&o.APIServerCount, "apiserver-count", o.APIServerCount, "The number of apiservers running in the cluster, must be a positive number. (In use when --endpoint-reconciler-type=master-count is enabled.)")
+	fs.DurationVar(&o.EndpointLeaseTTL, "endpoint-lease-ttl", o.EndpointLeaseTTL, "How long the endpoint lease of an apiserver that stopped renewing it lives: a crashed apiserver leaves the kubernetes endpoints within about this time. (lease reconciler)")
+	fs.DurationVar(&o.EndpointReconcileInterval, "endpoint-reconciler-interval", o.EndpointReconcileInterval, "How often the kubernetes Service and its endpoints are reconciled.")
 
 	fs.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "If set, the file that will be used to secure the secure port of the API server via token authentication (CSV: token,user,uid,\"group1,group2\").")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "If set, any request presenting a client certificate signed by one of the authorities in this file is authenticated (in addition to the generated CA).")
@@ -123,6 +142,13 @@ func (o *APIServer) Config() controlplane.Config {
 		},
 		ServiceClusterIPRange: o.ServiceClusterIPRange,
 		ServiceNodePortRange:  o.ServiceNodePortRange,
+
+		KubernetesServiceNodePort: o.KubernetesServiceNodePort,
+		EndpointReconcilerType:    o.EndpointReconcilerType,
+		APIServerCount:            o.APIServerCount,
+		EndpointLeaseTTL:          o.EndpointLeaseTTL,
+		EndpointReconcileInterval: o.EndpointReconcileInterval,
+
 		TokenAuthFile:         o.TokenAuthFile,
 		ClientCAFile:          o.ClientCAFile,
 		EventTTL:              o.EventTTL,
