@@ -93,6 +93,12 @@ type Server struct {
 	Client   kubernetes.Interface
 	Loopback *rest.Config
 	storage  *storage.Backend
+	// informers is the shared informer factory on the loopback client,
+	// started by the generic server's post-start hook.
+	informers informers.SharedInformerFactory
+	// internalClient is the loopback configuration of the server's own
+	// controllers.
+	internalClient *rest.Config
 }
 
 // New assembles an API server. On error nothing is left running.
@@ -189,7 +195,8 @@ func New(cfg Config) (*Server, error) {
 		generic.Destroy()
 		return nil, err
 	}
-	s := &Server{Generic: generic, Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig, storage: backend}
+	s := &Server{Generic: generic, Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig,
+		storage: backend, informers: informerFactory, internalClient: internalClient}
 	if err := s.addHooks(cfg); err != nil {
 		generic.Destroy()
 		return nil, err

@@ -10,12 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kubeboot/kubeboot/internal/controller/clusterauthentication"
 	"github.com/kubeboot/kubeboot/internal/controller/identitylease"
 	"github.com/kubeboot/kubeboot/internal/controller/kubernetesservice"
 	"github.com/kubeboot/kubeboot/internal/controller/legacytokentracking"
+	"github.com/kubeboot/kubeboot/internal/controller/namespace"
 	"github.com/kubeboot/kubeboot/internal/controller/systemnamespaces"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
 )
@@ -29,6 +31,9 @@ const (
 	hookIdentityLeaseGC     = "start-kube-apiserver-identity-lease-garbage-collector"
 	hookClusterAuthInfo     = "start-cluster-authentication-info-controller"
 	hookLegacyTokenTracking = "start-legacy-token-tracking-controller"
+	// Not kube-apiserver's: the namespace controller belongs to
+	// controller-manager, which kubeboot does not have yet.
+	hookNamespaceController = "start-namespace-controller"
 )
 
 // addHooks registers the bootstrap controllers as post-start hooks, and
@@ -55,6 +60,15 @@ func (s *Server) addHooks(cfg Config) error {
 		Interval:   cfg.EndpointReconcileInterval,
 		Ready:      s.ready,
 	}, s.Client, reconciler, recorder)
+	md, err := metadata.NewForConfig(s.internalClient)
+	if err != nil {
+		return fmt.Errorf("metadata client: %w", err)
+	}
+	nsInformer := s.informers.Core().V1().Namespaces()
+	finalizer, err := namespace.New(s.Client, md, nsInformer)
+	if err != nil {
+		return err
+	}
 	authInfo := clusterauthentication.New(s.Client, cfg.ClientCA, 0)
 	tokenTracking := legacytokentracking.New(s.Client, 0)
 
@@ -80,6 +94,9 @@ func (s *Server) addHooks(cfg Config) error {
 		{hookIdentityLeaseGC, func(genericapiserver.PostStartHookContext) error { return nil }},
 		{hookClusterAuthInfo, func(hc genericapiserver.PostStartHookContext) error { return authInfo.Start(hc) }},
 		{hookLegacyTokenTracking, func(hc genericapiserver.PostStartHookContext) error { return tokenTracking.Start(hc) }},
+		{hookNamespaceController, func(hc genericapiserver.PostStartHookContext) error {
+			return finalizer.Start(hc, nsInformer.Informer().HasSynced)
+		}},
 	}
 	for _, h := range hooks {
 		if err := s.Generic.AddPostStartHook(h.name, h.fn); err != nil {
