@@ -12,6 +12,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/internal/controller/clusterauthentication"
 	"github.com/kubeboot/kubeboot/internal/controller/identitylease"
@@ -104,7 +105,12 @@ func (s *Server) addHooks(cfg Config) error {
 		}
 	}
 	return s.Generic.AddPreShutdownHook(hookBootstrap, func() error {
-		return bootstrap.Stop(context.Background())
+		// A failure here must not turn a clean stop into an error exit:
+		// the endpoint lease expires on its own.
+		if err := bootstrap.Stop(context.Background()); err != nil {
+			klog.Background().Error(err, "Stopping the bootstrap controller")
+		}
+		return nil
 	})
 }
 

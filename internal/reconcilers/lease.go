@@ -64,7 +64,7 @@ func (r *leaseReconciler) ReconcileEndpoints(ctx context.Context, ip netip.Addr,
 	if err := r.leases.hold(ctx, ip); err != nil {
 		return err
 	}
-	return r.reconcile(ctx, ports, reconcilePorts, false)
+	return onConflict(func() error { return r.reconcile(ctx, ports, reconcilePorts, false) })
 }
 
 // reconcile writes the live apiservers into the endpoints. allowEmpty lets
@@ -97,16 +97,17 @@ func (r *leaseReconciler) RemoveEndpoints(ctx context.Context, ip netip.Addr, po
 	if err := r.leases.release(ctx, ip); err != nil {
 		return false, err
 	}
-	cur, err := r.get(ctx)
-	if err != nil {
-		return false, err
-	}
-	have, _, _ := addrsOf(cur, ports, false)
-	listed := slices.Contains(have, ip)
-	if cur == nil {
-		return false, nil
-	}
-	return listed, r.reconcile(ctx, ports, false, true)
+	listed := false
+	err := onConflict(func() error {
+		cur, err := r.get(ctx)
+		if err != nil || cur == nil {
+			return err
+		}
+		have, _, _ := addrsOf(cur, ports, false)
+		listed = listed || slices.Contains(have, ip)
+		return r.reconcile(ctx, ports, false, true)
+	})
+	return listed, err
 }
 
 func (r *leaseReconciler) StopReconciling() {

@@ -33,6 +33,10 @@ func (r *masterCountReconciler) ReconcileEndpoints(ctx context.Context, ip netip
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return onConflict(func() error { return r.reconcile(ctx, ip, ports, reconcilePorts) })
+}
+
+func (r *masterCountReconciler) reconcile(ctx context.Context, ip netip.Addr, ports []corev1.EndpointPort, reconcilePorts bool) error {
 	cur, err := r.get(ctx)
 	if err != nil {
 		return err
@@ -71,9 +75,17 @@ func trim(ips []netip.Addr, own netip.Addr, count int) []netip.Addr {
 	return ips
 }
 
-func (r *masterCountReconciler) RemoveEndpoints(ctx context.Context, ip netip.Addr, ports []corev1.EndpointPort) (bool, error) {
+func (r *masterCountReconciler) RemoveEndpoints(ctx context.Context, ip netip.Addr, ports []corev1.EndpointPort) (removed bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	err = onConflict(func() error {
+		removed, err = r.remove(ctx, ip, ports)
+		return err
+	})
+	return removed, err
+}
+
+func (r *masterCountReconciler) remove(ctx context.Context, ip netip.Addr, ports []corev1.EndpointPort) (bool, error) {
 	cur, err := r.get(ctx)
 	if err != nil || cur == nil {
 		return false, err

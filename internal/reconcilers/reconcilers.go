@@ -12,6 +12,8 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 )
 
 // Type is the value of --endpoint-reconciler-type.
@@ -51,4 +53,12 @@ type EndpointReconciler interface {
 	Changed() <-chan struct{}
 	// Destroy releases what the reconciler holds (the etcd lease).
 	Destroy()
+}
+
+// onConflict retries fn while it loses a race with another apiserver
+// writing the same objects (a stale resourceVersion, or both creating).
+func onConflict(fn func() error) error {
+	return retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, fn)
 }

@@ -121,15 +121,19 @@ func (c *Controller) sync(ctx context.Context, correct bool) error {
 // Stop stops reconciling and removes this apiserver's endpoint (even the
 // last one), taking at most two intervals.
 func (c *Controller) Stop(ctx context.Context) error {
+	start := time.Now()
+	logger := klog.FromContext(ctx)
 	c.reconciler.StopReconciling()
 	if c.cancel != nil {
 		c.cancel()
 		<-c.done
 	}
+	logger.V(2).Info("Bootstrap controller loop stopped", "after", time.Since(start))
 	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.Interval)
 	defer cancel()
 	_, err := c.reconciler.RemoveEndpoints(ctx, c.cfg.PublicIP, c.endpointPorts())
 	c.reconciler.Destroy()
+	logger.V(2).Info("Removed this apiserver from the kubernetes endpoints", "after", time.Since(start), "err", err)
 	if err != nil {
 		return fmt.Errorf("removing this apiserver from the kubernetes endpoints: %w", err)
 	}

@@ -1,0 +1,86 @@
+package harness
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// netnsEnv marks a process running inside the namespace made by InNetNS.
+const netnsEnv = "KUBEBOOT_IN_NETNS"
+
+// InNetNS runs the calling test again inside a new network namespace with
+// lo up and addrs (e.g. "198.51.100.1") on it, and reports whether the
+// caller is that child: the parent returns false after the child finished
+// (its output is logged and its failure fails the parent), the child
+// returns true and carries on with the test body.
+//
+// It needs unshare(1) and ip(8) and the right to create network namespaces
+// (root). Without them the test is skipped, or fails when CI=true.
+func InNetNS(t testing.TB, addrs ...string) bool {
+	t.Helper()
+	if os.Getenv(netnsEnv) == "1" {
+		return true
+	}
+	for _, tool := range []string{"unshare", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			skipOrFail(t, fmt.Sprintf("%s not found: %v", tool, err))
+			return false
+		}
+	}
+	bin, err := Binary(t.TempDir())
+	if err != nil {
+		t.Fatalf("building kubeboot: %v", err)
+	}
+	script := []string{"set -e", "ip link set lo up"}
+	for _, a := range addrs {
+		script = append(script, fmt.Sprintf("ip addr add %s/32 dev lo", a))
+	}
+	script = append(script, `exec "$@"`)
+	args := []string{"--net", "--", "sh", "-c", strings.Join(script, "\n"), "sh", os.Args[0]}
+	args = append(args, childTestArgs(t)...)
+	cmd := exec.Command("unshare", args...)
+	cmd.Env = append(os.Environ(), netnsEnv+"=1", BinEnv+"="+bin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	t.Log("output of the test in its network namespace:\n" + out.String())
+	if err != nil {
+		if strings.Contains(out.String(), "unshare failed") || strings.Contains(out.String(), "Operation not permitted") {
+			skipOrFail(t, "cannot create a network namespace: "+err.Error())
+			return false
+		}
+		t.Fatalf("test in network namespace failed: %v", err)
+	}
+	if _, isBench := t.(*testing.B); !isBench && !strings.Contains(out.String(), "--- PASS: "+t.Name()) {
+		t.Fatalf("test in network namespace did not pass")
+	}
+	return false
+}
+
+// childTestArgs selects just this test or benchmark, keeping the parent's
+// other -test.* flags (benchtime, count, timeout, ...).
+func childTestArgs(t testing.TB) []string {
+	var out []string
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.run") || strings.HasPrefix(a, "-test.bench=") || strings.HasPrefix(a, "-test.v") {
+			continue
+		}
+		out = append(out, a)
+	}
+	if _, isBench := t.(*testing.B); isBench {
+		return append(out, "-test.run=^$", "-test.bench=^"+t.Name()+"$", "-test.v")
+	}
+	return append(out, "-test.run=^"+t.Name()+"$", "-test.v")
+}
+
+func skipOrFail(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
