@@ -74,6 +74,13 @@ type Config struct {
 	// IdentityLeaseGCPeriod is how often expired apiserver identity leases
 	// are deleted. Default: 1h.
 	IdentityLeaseGCPeriod time.Duration
+	// RepairInterval is how often the ClusterIP and NodePort repair loops
+	// run (--service-ip-repair-interval). Default: 3m.
+	RepairInterval time.Duration
+	// RepairDeadline bounds the first repair passes, which /readyz waits
+	// for; past it the server exits (--service-ip-repair-deadline).
+	// Default: 1m.
+	RepairDeadline time.Duration
 
 	// ClusterDomain is the DNS domain of Services, used in the serving
 	// certificate. Default: cluster.local.

@@ -104,6 +104,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		EndpointReconcileInterval: cfg.EndpointReconcileInterval,
 		SystemNamespacesInterval:  cfg.SystemNamespacesInterval,
 		IdentityLeaseGCPeriod:     cfg.IdentityLeaseGCPeriod,
+		RepairInterval:            cfg.RepairInterval,
+		RepairDeadline:            cfg.RepairDeadline,
 	})
 	if err != nil {
 		return nil, err

@@ -12,7 +12,8 @@ import (
 	"github.com/kubeboot/kubeboot/internal/allocator/nodeport"
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/registry/service"
-	"github.com/kubeboot/kubeboot/internal/storage"
+	kstorage "github.com/kubeboot/kubeboot/internal/storage"
+	"k8s.io/apiserver/pkg/storage"
 )
 
 // knownIPs answers from the IPAddress informer's cache.
@@ -30,13 +31,15 @@ type allocators struct {
 	service   *service.Allocators
 	clusterIP []*clusterip.Allocator
 	nodePorts *nodeport.Allocator
-	destroy   func()
+	// nodePortStore is the bitmap's storage, which the repair loop writes.
+	nodePortStore storage.Interface
+	destroy       func()
 }
 
 // newAllocators builds the ClusterIP allocators (one per configured range,
 // persisting IPAddresses through ipStore) and the NodePort allocator (on
 // its bitmap in etcd).
-func newAllocators(backend *storage.Backend, ipStore clusterip.Store, informerFactory informers.SharedInformerFactory,
+func newAllocators(backend *kstorage.Backend, ipStore clusterip.Store, informerFactory informers.SharedInformerFactory,
 	cidrs network.ServiceCIDRs, ports network.PortRange) (*allocators, error) {
 	known := knownIPs{lister: informerFactory.Networking().V1().IPAddresses().Lister()}
 	ips := map[corev1.IPFamily]service.IPAllocator{}
@@ -56,6 +59,7 @@ func newAllocators(backend *storage.Backend, ipStore clusterip.Store, informerFa
 		return nil, fmt.Errorf("node port allocation storage: %w", err)
 	}
 	out.nodePorts = nodeport.New(ports, raw)
+	out.nodePortStore = raw
 	out.destroy = func() {
 		out.nodePorts.Close()
 		destroy()

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
 
+	"github.com/kubeboot/kubeboot/internal/allocator"
+	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
 	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/generated/openapi"
 	"github.com/kubeboot/kubeboot/internal/network"
@@ -83,6 +85,12 @@ type Config struct {
 	// IdentityLeaseGCPeriod is how often expired identity leases are
 	// collected. Default: 1h.
 	IdentityLeaseGCPeriod time.Duration
+	// RepairInterval is how often the ClusterIP and NodePort repair loops
+	// run. Default: 3m.
+	RepairInterval time.Duration
+	// RepairDeadline bounds the first repair passes; past it the server
+	// exits. Default: 1m.
+	RepairDeadline time.Duration
 }
 
 // Server is an assembled API server, not yet running.
@@ -93,6 +101,11 @@ type Server struct {
 	Client   kubernetes.Interface
 	Loopback *rest.Config
 	storage  *storage.Backend
+	// alloc, services and ipAddresses are what the repair loops read and
+	// fix.
+	alloc       *allocators
+	services    allocator.Lister
+	ipAddresses clusterip.ListerStore
 	// informers is the shared informer factory on the loopback client,
 	// started by the generic server's post-start hook.
 	informers informers.SharedInformerFactory
@@ -184,6 +197,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	generic.RegisterDestroyFunc(alloc.destroy)
+	allocator.RegisterMetrics()
 	groups, err := newStorages(backend, scheme, cfg.EventTTL, ipAddresses, alloc.service)
 	if err != nil {
 		ipAddresses.Destroy()
@@ -196,7 +210,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Generic: generic, Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig,
-		storage: backend, informers: informerFactory, internalClient: internalClient}
+		storage: backend, informers: informerFactory, internalClient: internalClient,
+		alloc: alloc, services: groups[""]["v1"]["services"].(allocator.Lister), ipAddresses: ipAddresses}
 	if err := s.addHooks(cfg); err != nil {
 		generic.Destroy()
 		return nil, err

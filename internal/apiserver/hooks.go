@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/internal/controller/clusterauthentication"
+	"github.com/kubeboot/kubeboot/internal/controller/defaultservicecidr"
 	"github.com/kubeboot/kubeboot/internal/controller/identitylease"
 	"github.com/kubeboot/kubeboot/internal/controller/kubernetesservice"
 	"github.com/kubeboot/kubeboot/internal/controller/legacytokentracking"
@@ -35,6 +36,8 @@ const (
 	// Not kube-apiserver's: the namespace controller belongs to
 	// controller-manager, which kubeboot does not have yet.
 	hookNamespaceController = "start-namespace-controller"
+	hookRepair              = "start-service-ip-repair-controllers"
+	hookServiceCIDR         = "start-kubernetes-service-cidr-controller"
 )
 
 // addHooks registers the bootstrap controllers as post-start hooks, and
@@ -70,6 +73,8 @@ func (s *Server) addHooks(cfg Config) error {
 	if err != nil {
 		return err
 	}
+	cidr := defaultservicecidr.New(s.Client, cfg.ServiceCIDRs.All(), recorder, 0)
+	repairs := s.newRepairs(cfg, recorder)
 	authInfo := clusterauthentication.New(s.Client, cfg.ClientCA, 0)
 	tokenTracking := legacytokentracking.New(s.Client, 0)
 
@@ -95,6 +100,8 @@ func (s *Server) addHooks(cfg Config) error {
 		{hookIdentityLeaseGC, func(genericapiserver.PostStartHookContext) error { return nil }},
 		{hookClusterAuthInfo, func(hc genericapiserver.PostStartHookContext) error { return authInfo.Start(hc) }},
 		{hookLegacyTokenTracking, func(hc genericapiserver.PostStartHookContext) error { return tokenTracking.Start(hc) }},
+		{hookServiceCIDR, func(hc genericapiserver.PostStartHookContext) error { return cidr.Start(hc) }},
+		{hookRepair, func(hc genericapiserver.PostStartHookContext) error { return repairs.start(hc) }},
 		{hookNamespaceController, func(hc genericapiserver.PostStartHookContext) error {
 			return finalizer.Start(hc, nsInformer.Informer().HasSynced)
 		}},

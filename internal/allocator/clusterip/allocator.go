@@ -12,12 +12,14 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeboot/kubeboot/internal/allocator"
@@ -70,7 +72,10 @@ func (a *Allocator) Family() corev1.IPFamily { return a.family }
 func (a *Allocator) Range() Range { return a.rng }
 
 // Allocate reserves ip for owner. dryRun only checks that it is free.
-func (a *Allocator) Allocate(ctx context.Context, ip netip.Addr, owner *corev1.Service, dryRun bool) error {
+func (a *Allocator) Allocate(ctx context.Context, ip netip.Addr, owner *corev1.Service, dryRun bool) (err error) {
+	if !dryRun {
+		defer a.observe("static", time.Now(), &err)
+	}
 	if !a.rng.InNetwork(ip) {
 		return allocator.ErrNotInNetwork
 	}
@@ -78,7 +83,7 @@ func (a *Allocator) Allocate(ctx context.Context, ip netip.Addr, owner *corev1.S
 		return &allocator.IPNotInRangeError{ValidRange: a.rng.String()}
 	}
 	if dryRun {
-		_, err := a.store.Get(ctx, ip.String(), &metav1.GetOptions{})
+		_, err := a.store.Get(clusterScoped(ctx), ip.String(), &metav1.GetOptions{})
 		switch {
 		case err == nil:
 			return allocator.ErrAllocated
@@ -93,7 +98,10 @@ func (a *Allocator) Allocate(ctx context.Context, ip netip.Addr, owner *corev1.S
 
 // AllocateNext reserves a free address for owner, preferring the upper
 // part of the range. dryRun returns a candidate without reserving it.
-func (a *Allocator) AllocateNext(ctx context.Context, owner *corev1.Service, dryRun bool) (netip.Addr, error) {
+func (a *Allocator) AllocateNext(ctx context.Context, owner *corev1.Service, dryRun bool) (ip netip.Addr, err error) {
+	if !dryRun {
+		defer a.observe("dynamic", time.Now(), &err)
+	}
 	upper := [2]int{a.rng.first + a.rng.reserved, a.rng.last}
 	lower := [2]int{a.rng.first, a.rng.first + a.rng.reserved - 1}
 	for _, region := range [][2]int{upper, lower} {
@@ -103,6 +111,17 @@ func (a *Allocator) AllocateNext(ctx context.Context, owner *corev1.Service, dry
 		}
 	}
 	return netip.Addr{}, allocator.ErrFull
+}
+
+// observe records an allocation's outcome and duration.
+func (a *Allocator) observe(scope string, start time.Time, err *error) {
+	cidr := a.rng.Prefix().String()
+	if *err != nil {
+		allocator.ClusterIPAllocationErrors.WithLabelValues(cidr, scope).Inc()
+		return
+	}
+	allocator.ClusterIPAllocations.WithLabelValues(cidr, scope).Inc()
+	allocator.ClusterIPAllocationDuration.WithLabelValues(cidr).Observe(time.Since(start).Seconds())
 }
 
 // allocateIn probes offsets from..to (inclusive) from a random start.
@@ -163,7 +182,7 @@ func (a *Allocator) create(ctx context.Context, ip netip.Addr, owner *corev1.Ser
 		},
 		Spec: networkingv1.IPAddressSpec{ParentRef: ParentRef(owner)},
 	}
-	_, err := a.store.Create(ctx, obj, nil, &metav1.CreateOptions{})
+	_, err := a.store.Create(clusterScoped(ctx), obj, nil, &metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return allocator.ErrAllocated
 	}
@@ -176,7 +195,7 @@ func (a *Allocator) create(ctx context.Context, ip netip.Addr, owner *corev1.Ser
 // Release frees ip if it is held by owner; an IP held by another Service,
 // or already free, is left alone.
 func (a *Allocator) Release(ctx context.Context, ip netip.Addr, owner *corev1.Service) error {
-	obj, err := a.store.Get(ctx, ip.String(), &metav1.GetOptions{})
+	obj, err := a.store.Get(clusterScoped(ctx), ip.String(), &metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -187,12 +206,18 @@ func (a *Allocator) Release(ctx context.Context, ip netip.Addr, owner *corev1.Se
 	if owner != nil && !sameParent(cur.Spec.ParentRef, ParentRef(owner)) {
 		return nil
 	}
-	_, _, err = a.store.Delete(ctx, ip.String(), rest.ValidateAllObjectFunc, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID}})
+	_, _, err = a.store.Delete(clusterScoped(ctx), ip.String(), rest.ValidateAllObjectFunc, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Freed, or freed and taken again, meanwhile.
 		return nil
 	}
 	return err
+}
+
+// clusterScoped is ctx for a call into the IPAddress registry, which
+// needs the (empty) namespace of a cluster-scoped request whoever calls.
+func clusterScoped(ctx context.Context) context.Context {
+	return genericapirequest.WithNamespace(ctx, metav1.NamespaceNone)
 }
 
 // ParentRef is the reference an IPAddress of svc carries.

@@ -229,8 +229,32 @@ func (a *Allocator) commit(ctx context.Context, batch []*op) {
 	a.mu.Lock()
 	a.last = out
 	a.mu.Unlock()
+	a.observe(out, live, results)
 	for i, o := range live {
 		o.reply <- results[i]
+	}
+}
+
+// observe updates the metrics after a committed batch.
+func (a *Allocator) observe(stored *corev1.RangeAllocation, ops []*op, results []result) {
+	n := decodeBitmap(stored.Data, a.rng.Size).count()
+	allocator.NodePortAllocated.Set(float64(n))
+	allocator.NodePortAvailable.Set(float64(a.rng.Size - n))
+	for i, o := range ops {
+		if o.dryRun {
+			continue
+		}
+		for j, p := range o.want {
+			scope := "static"
+			if p == 0 {
+				scope = "dynamic"
+			}
+			if _, failed := results[i].errs[j]; failed || results[i].ports == nil {
+				allocator.NodePortAllocationErrors.WithLabelValues(scope).Inc()
+			} else {
+				allocator.NodePortAllocations.WithLabelValues(scope).Inc()
+			}
+		}
 	}
 }
 

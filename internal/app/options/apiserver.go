@@ -39,6 +39,8 @@ type APIServer struct {
 	APIServerCount            int
 	EndpointLeaseTTL          time.Duration
 	EndpointReconcileInterval time.Duration
+	RepairInterval            time.Duration
+	RepairDeadline            time.Duration
 
 	TokenAuthFile string
 	ClientCAFile  string
@@ -61,6 +63,8 @@ func NewAPIServer() *APIServer {
 		APIServerCount:            1,
 		EndpointLeaseTTL:          reconcilers.DefaultLeaseTTL,
 		EndpointReconcileInterval: reconcilers.DefaultReconcileInterval,
+		RepairInterval:            3 * time.Minute,
+		RepairDeadline:            time.Minute,
 
 		EventTTL:   event.DefaultTTL,
 		WatchCache: true,
@@ -89,6 +93,9 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.EndpointLeaseTTL, "endpoint-lease-ttl", o.EndpointLeaseTTL, "How long the endpoint lease of an apiserver that stopped renewing it lives: a crashed apiserver leaves the kubernetes endpoints within about this time. (lease reconciler)")
 	fs.DurationVar(&o.EndpointReconcileInterval, "endpoint-reconciler-interval", o.EndpointReconcileInterval, "How often the kubernetes Service and its endpoints are reconciled.")
 
+	fs.DurationVar(&o.RepairInterval, "service-ip-repair-interval", o.RepairInterval, "How often the Service ClusterIP and NodePort repair loops rebuild the allocations from the Services.")
+	fs.DurationVar(&o.RepairDeadline, "service-ip-repair-deadline", o.RepairDeadline, "How long the first repair passes may take; /readyz fails until they succeed, and past this the server exits.")
+
 	fs.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "If set, the file that will be used to secure the secure port of the API server via token authentication (CSV: token,user,uid,\"group1,group2\").")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "If set, any request presenting a client certificate signed by one of the authorities in this file is authenticated (in addition to the generated CA).")
 
@@ -109,6 +116,9 @@ func (o *APIServer) Validate() error {
 	}
 	if o.EventTTL <= 0 {
 		errs = append(errs, fmt.Errorf("--event-ttl %s must be positive", o.EventTTL))
+	}
+	if o.RepairInterval <= 0 || o.RepairDeadline <= 0 {
+		errs = append(errs, fmt.Errorf("--service-ip-repair-interval %s and --service-ip-repair-deadline %s must be positive", o.RepairInterval, o.RepairDeadline))
 	}
 	if o.ShutdownDelayDuration < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-delay-duration %s must not be negative", o.ShutdownDelayDuration))
@@ -148,6 +158,8 @@ func (o *APIServer) Config() controlplane.Config {
 		APIServerCount:            o.APIServerCount,
 		EndpointLeaseTTL:          o.EndpointLeaseTTL,
 		EndpointReconcileInterval: o.EndpointReconcileInterval,
+		RepairInterval:            o.RepairInterval,
+		RepairDeadline:            o.RepairDeadline,
 
 		TokenAuthFile:         o.TokenAuthFile,
 		ClientCAFile:          o.ClientCAFile,
