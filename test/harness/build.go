@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // BinEnv names the environment variable holding a prebuilt kubeboot binary;
@@ -16,17 +17,37 @@ const BinEnv = "KUBEBOOT_BIN"
 
 var (
 	buildOnce sync.Once
+	buildDir  string
 	buildPath string
 	buildErr  error
 )
 
+// Main runs a test binary's tests (call it from TestMain) and then removes
+// the kubeboot binary Binary built for them.
+func Main(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kubeboot-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // Binary returns the path of a kubeboot binary: $KUBEBOOT_BIN, or one built
-// from this module once per process into dir (which must outlive its use).
-func Binary(dir string) (string, error) {
+// from this module once per test binary (whose TestMain must call Main).
+func Binary() (string, error) {
 	if p := os.Getenv(BinEnv); p != "" {
 		return p, nil
 	}
 	buildOnce.Do(func() {
+		if buildDir == "" {
+			buildErr = fmt.Errorf("harness.Binary needs TestMain to call harness.Main")
+			return
+		}
+		dir := buildDir
 		root, err := moduleRoot()
 		if err != nil {
 			buildErr = err

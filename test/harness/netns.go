@@ -31,7 +31,7 @@ func InNetNS(t testing.TB, addrs ...string) bool {
 			return false
 		}
 	}
-	bin, err := Binary(t.TempDir())
+	bin, err := Binary()
 	if err != nil {
 		t.Fatalf("building kubeboot: %v", err)
 	}

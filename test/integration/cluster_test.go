@@ -32,7 +32,7 @@ func addr(i int) string { return "198.51.100." + strconv.Itoa(i+1) }
 
 func newCluster(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
-	bin, err := harness.Binary(t.TempDir())
+	bin, err := harness.Binary()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // would refuse exits non-zero with one clear line, before anything is
 // written to the data directory.
 func TestBadStartRefusedWithoutWriting(t *testing.T) {
-	bin, err := harness.Binary(t.TempDir())
+	bin, err := harness.Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
