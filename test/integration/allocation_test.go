@@ -1,0 +1,191 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/api"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/kubeboottest"
+)
+
+// TestAllocationAcrossAPIServers creates and deletes Services concurrently
+// through three apiservers on one etcd, with small ranges so that workers
+// contend for the same addresses and ports, and then checks every
+// allocation against the Services: no ClusterIP or NodePort held twice,
+// none held without a Service, none missing.
+func TestAllocationAcrossAPIServers(t *testing.T) {
+	e, err := etcd.Start(context.Background(), etcd.Config{Dir: filepath.Join(t.TempDir(), "etcd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+
+	var clients []kubernetes.Interface
+	for range 3 {
+		srv := kubeboottest.Start(t, kubeboottest.Options{
+			EtcdServers: e.Endpoints(),
+			Configure: func(c *controlplane.Config) {
+				c.ServiceClusterIPRange = "10.96.0.0/26" // 62 addresses, 16 kept for static
+				c.ServiceNodePortRange = "30000-30079"  // 80 ports, 16 kept for static
+				c.EndpointReconcilerType = "none"
+			},
+		})
+		cfg := rest.CopyConfig(srv.Config)
+		cfg.QPS = -1
+		clients = append(clients, kubernetes.NewForConfigOrDie(cfg))
+	}
+
+	const workers, opsPerWorker = 24, 30
+	ns := "default"
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	refusals := map[string]int{}
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range opsPerWorker {
+				c := clients[rnd.IntN(len(clients))]
+				name := fmt.Sprintf("w%d-%d", w, rnd.IntN(4))
+				var err error
+				if rnd.IntN(3) == 0 {
+					err = c.CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+				} else {
+					_, err = c.CoreV1().Services(ns).Create(context.Background(), randomService(rnd, name), metav1.CreateOptions{})
+				}
+				if err != nil {
+					mu.Lock()
+					refusals[string(apierrors.ReasonForError(err))]++
+					mu.Unlock()
+					if apierrors.IsInternalError(err) || apierrors.ReasonForError(err) == metav1.StatusReasonUnknown {
+						t.Errorf("op %d of worker %d: %v", i, w, err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("refused operations by reason: %v", refusals)
+
+	checkAllocations(t, clients[0], e)
+}
+
+// randomService is a ClusterIP or NodePort Service, sometimes asking for a
+// specific IP or port (often one another worker asks for too).
+func randomService(rnd *rand.Rand, name string) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if rnd.IntN(3) == 0 {
+		svc.Spec.ClusterIP = fmt.Sprintf("10.96.0.%d", 2+rnd.IntN(60))
+	}
+	if rnd.IntN(2) == 0 {
+		svc.Spec.Type = corev1.ServiceTypeNodePort
+		if rnd.IntN(3) == 0 {
+			svc.Spec.Ports[0].NodePort = int32(30000 + rnd.IntN(80))
+		}
+	}
+	return svc
+}
+
+// checkAllocations compares the Services with the stored IPAddresses and
+// node port bitmap.
+func checkAllocations(t *testing.T, client kubernetes.Interface, e *etcd.Server) {
+	t.Helper()
+	ctx := context.Background()
+	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips, err := client.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{}
+	for _, ip := range ips.Items {
+		owner[ip.Name] = ip.Spec.ParentRef.Namespace + "/" + ip.Spec.ParentRef.Name
+	}
+	heldIP := map[string]string{}
+	heldPort := map[int32]string{}
+	for _, svc := range svcs.Items {
+		key := svc.Namespace + "/" + svc.Name
+		for _, ip := range svc.Spec.ClusterIPs {
+			if other, dup := heldIP[ip]; dup {
+				t.Errorf("ClusterIP %s held by %s and %s", ip, other, key)
+			}
+			heldIP[ip] = key
+			if owner[ip] != key {
+				t.Errorf("ClusterIP %s of %s has IPAddress owner %q", ip, key, owner[ip])
+			}
+		}
+		for _, p := range svc.Spec.Ports {
+			if p.NodePort == 0 {
+				continue
+			}
+			if other, dup := heldPort[p.NodePort]; dup {
+				t.Errorf("NodePort %d held by %s and %s", p.NodePort, other, key)
+			}
+			heldPort[p.NodePort] = key
+		}
+	}
+	for ip, o := range owner {
+		if heldIP[ip] == "" {
+			t.Errorf("IPAddress %s (for %s) is held by no Service: leaked", ip, o)
+		}
+	}
+	stored := storedNodePorts(t, e)
+	for p := range heldPort {
+		if !stored[int(p)] {
+			t.Errorf("NodePort %d of %s is not in the stored bitmap", p, heldPort[p])
+		}
+	}
+	for p := range stored {
+		if heldPort[int32(p)] == "" {
+			t.Errorf("NodePort %d is in the stored bitmap but held by no Service: leaked", p)
+		}
+	}
+	t.Logf("%d Services hold %d ClusterIPs and %d NodePorts", len(svcs.Items), len(heldIP), len(heldPort))
+}
+
+// storedNodePorts decodes the node port bitmap kube-apiserver's way.
+func storedNodePorts(t *testing.T, e *etcd.Server) map[int]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := e.Client().Get(ctx, "/registry/ranges/servicenodeports")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("reading the node port bitmap: %v", err)
+	}
+	obj, _, err := api.NewCodecs(api.NewScheme()).UniversalDeserializer().Decode(resp.Kvs[0].Value, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra := obj.(*corev1.RangeAllocation)
+	out := map[int]bool{}
+	// Data is a big-endian integer whose bit i is port base+i.
+	for i := 0; i < len(ra.Data)*8; i++ {
+		byteIdx := len(ra.Data) - 1 - i/8
+		if ra.Data[byteIdx]&(1<<(i%8)) != 0 {
+			out[30000+i] = true
+		}
+	}
+	return out
+}
