@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -46,7 +47,9 @@ func NewRepair(ranges []Range, services allocator.Lister, ips ListerStore, recor
 // RunOnce is one repair pass. It returns an error when the pass could not
 // complete (the state may be partly repaired; the next pass continues).
 func (r *Repair) RunOnce(ctx context.Context) error {
+	start := time.Now()
 	err := r.runOnce(ctx)
+	allocator.RepairDuration.WithLabelValues("clusterip").Observe(time.Since(start).Seconds())
 	if err != nil {
 		allocator.ClusterIPRepairReconcileErrors.Inc()
 	}

@@ -3,6 +3,7 @@ package nodeport
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -38,7 +39,9 @@ func NewRepair(rng network.PortRange, services allocator.Lister, store storage.I
 
 // RunOnce is one repair pass.
 func (r *Repair) RunOnce(ctx context.Context) error {
+	start := time.Now()
 	err := r.runOnce(ctx)
+	allocator.RepairDuration.WithLabelValues("nodeport").Observe(time.Since(start).Seconds())
 	if err != nil {
 		allocator.NodePortRepairReconcileErrors.Inc()
 	}
