@@ -32,9 +32,10 @@ func (e *PortNotInRangeError) Error() string {
 // IPNotInRangeError: a requested IP is in the Service network but not
 // usable (its network or broadcast address).
 type IPNotInRangeError struct {
+	IP         string
 	ValidRange string
 }
 
 func (e *IPNotInRangeError) Error() string {
-	return fmt.Sprintf("the provided IP is not in the valid range. The range of valid IPs is %s", e.ValidRange)
+	return fmt.Sprintf("the provided IP (%s) is not in the valid range. The range of valid IPs is %s", e.IP, e.ValidRange)
 }

@@ -80,7 +80,7 @@ func (a *Allocator) Allocate(ctx context.Context, ip netip.Addr, owner *corev1.S
 		return allocator.ErrNotInNetwork
 	}
 	if !a.rng.Contains(ip) {
-		return &allocator.IPNotInRangeError{ValidRange: a.rng.String()}
+		return &allocator.IPNotInRangeError{IP: ip.String(), ValidRange: a.rng.String()}
 	}
 	if dryRun {
 		_, err := a.store.Get(clusterScoped(ctx), ip.String(), &metav1.GetOptions{})
