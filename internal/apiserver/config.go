@@ -144,6 +144,8 @@ func New(cfg Config) (*Server, error) {
 	gc.OpenAPIConfig.Info.Title = "Kubernetes"
 	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	gc.OpenAPIV3Config.Info.Title = "Kubernetes"
+	// Served lazily by installOpenAPI.
+	gc.SkipOpenAPIInstallation = true
 
 	// The server's own controllers read deprecated APIs on purpose (the
 	// kubernetes Endpoints): keep the deprecation warnings out of the logs.
@@ -208,6 +210,10 @@ func New(cfg Config) (*Server, error) {
 		destroyStorages(groups)
 		generic.Destroy()
 		return nil, err
+	}
+	if err := installOpenAPI(generic, gc.OpenAPIConfig, gc.OpenAPIV3Config); err != nil {
+		generic.Destroy()
+		return nil, fmt.Errorf("serving OpenAPI: %w", err)
 	}
 	s := &Server{Generic: generic, Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig,
 		storage: backend, informers: informerFactory, internalClient: internalClient,

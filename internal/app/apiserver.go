@@ -1,15 +1,42 @@
 package app
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/app/options"
+	"github.com/kubeboot/kubeboot/internal/memtrim"
 )
+
+// gcPercent is the garbage collector's target when GOGC is not set: a
+// control plane mostly idles, so a smaller heap is worth a little more GC
+// work (the Go default is 100).
+const gcPercent = 50
+
+// releaseStartupMemory gives back, once the server is ready and its first
+// controller passes are done, the executable pages only start-up needed.
+func releaseStartupMemory(ctx context.Context, ready <-chan struct{}) {
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+		return
+	}
+	n, err := memtrim.ReleaseStartupPages()
+	klog.FromContext(ctx).V(2).Info("Released start-up pages of the executable", "bytes", n, "err", err)
+}
 
 func newAPIServerCommand() *cobra.Command {
 	o := options.NewAPIServer()
@@ -21,6 +48,9 @@ func newAPIServerCommand() *cobra.Command {
 certificates and admin.kubeconfig are generated there on first start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if os.Getenv("GOGC") == "" {
+				debug.SetGCPercent(gcPercent)
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -38,6 +68,7 @@ certificates and admin.kubeconfig are generated there on first start.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "kubeboot apiserver serving on %s\nadmin kubeconfig: %s\n", srv.URL(), srv.AdminKubeconfig())
+			go releaseStartupMemory(ctx, srv.Ready())
 			return srv.Run(ctx)
 		},
 	}
