@@ -23,7 +23,17 @@ func (c closingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.C
 	if c.closing.Load() && e.Level < zapcore.PanicLevel {
 		return ce
 	}
+	if benign[e.Message] {
+		return ce
+	}
 	return c.Core.Check(e, ce)
+}
+
+// benign are errors etcd logs on a normal start: on a brand new member its
+// storage version monitor runs before the first raft term is written,
+// logs "missing term information" and simply tries again later.
+var benign = map[string]bool{
+	"failed to update storage version": true,
 }
 
 // newLogger returns etcd's logger at level, silenced once closing is set.

@@ -163,3 +163,22 @@ func sortAddrs(ips []netip.Addr) {
 		return 0
 	})
 }
+
+// allAddrs returns the addresses of every subset of e.
+func allAddrs(e *corev1.Endpoints) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range e.Subsets {
+		for _, a := range s.Addresses {
+			if ip, err := netip.ParseAddr(a.IP); err == nil {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
+}
+
+// hasSkipMirror reports whether e carries the label that keeps the
+// mirroring controller from writing a second EndpointSlice.
+func hasSkipMirror(e *corev1.Endpoints) bool {
+	return e.Labels[discoveryv1.LabelSkipMirror] == "true"
+}

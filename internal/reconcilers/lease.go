@@ -64,15 +64,23 @@ func (r *leaseReconciler) ReconcileEndpoints(ctx context.Context, ip netip.Addr,
 	if err := r.leases.hold(ctx, ip); err != nil {
 		return err
 	}
-	return onConflict(func() error { return r.reconcile(ctx, ports, reconcilePorts, false) })
+	return onConflict(func() error { return r.reconcile(ctx, ip, ports, reconcilePorts, false) })
 }
 
 // reconcile writes the live apiservers into the endpoints. allowEmpty lets
 // a stopping apiserver remove the last address.
-func (r *leaseReconciler) reconcile(ctx context.Context, ports []corev1.EndpointPort, reconcilePorts, allowEmpty bool) error {
+func (r *leaseReconciler) reconcile(ctx context.Context, own netip.Addr, ports []corev1.EndpointPort, reconcilePorts, allowEmpty bool) error {
 	live, err := r.leases.list(ctx)
 	if err != nil {
 		return err
+	}
+	if own.IsValid() && !slices.Contains(live, own) {
+		// Our key is gone though our lease lives (deleted by hand, or by
+		// another apiserver's stale-data cleanup): write it again.
+		if err := r.leases.rewrite(ctx, own); err != nil {
+			return err
+		}
+		live = append(live, own)
 	}
 	if len(live) == 0 && !allowEmpty {
 		return ErrNoLeases
@@ -85,7 +93,7 @@ func (r *leaseReconciler) reconcile(ctx context.Context, ports []corev1.Endpoint
 	if formatOK && !reconcilePorts && len(cur.Subsets[0].Ports) > 0 {
 		ports = cur.Subsets[0].Ports
 	}
-	if formatOK && portsOK && sameAddrs(have, live) {
+	if formatOK && portsOK && sameAddrs(have, live) && hasSkipMirror(cur) {
 		return r.writeSlice(ctx, cur)
 	}
 	return r.write(ctx, cur, live, ports)
@@ -105,7 +113,7 @@ func (r *leaseReconciler) RemoveEndpoints(ctx context.Context, ip netip.Addr, po
 		}
 		have, _, _ := addrsOf(cur, ports, false)
 		listed = listed || slices.Contains(have, ip)
-		return r.reconcile(ctx, ports, false, true)
+		return r.reconcile(ctx, netip.Addr{}, ports, false, true)
 	})
 	return listed, err
 }

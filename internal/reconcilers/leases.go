@@ -76,6 +76,25 @@ func (l *leases) hold(ctx context.Context, ip netip.Addr) error {
 	return nil
 }
 
+// rewrite puts ip's key again on the lease we hold for it.
+func (l *leases) rewrite(ctx context.Context, ip netip.Addr) error {
+	l.mu.Lock()
+	id := l.id
+	held := l.held
+	l.mu.Unlock()
+	if id == 0 || held != ip {
+		return l.hold(ctx, ip)
+	}
+	value, err := l.value(ip)
+	if err != nil {
+		return err
+	}
+	if _, err := l.client.Put(ctx, l.key(ip), string(value), clientv3.WithLease(id)); err != nil {
+		return fmt.Errorf("storing the endpoint lease of %s: %w", ip, err)
+	}
+	return nil
+}
+
 // drain consumes keep-alive answers; when they stop (the lease expired, for
 // example after etcd was unreachable for longer than the TTL), the next
 // hold grants a new lease.

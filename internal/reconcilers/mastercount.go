@@ -49,7 +49,7 @@ func (r *masterCountReconciler) reconcile(ctx context.Context, ip netip.Addr, po
 	if !reconcilePorts && len(cur.Subsets[0].Ports) > 0 {
 		ports = cur.Subsets[0].Ports
 	}
-	if slices.Contains(ips, ip) && portsOK {
+	if slices.Contains(ips, ip) && portsOK && len(ips) <= r.count && hasSkipMirror(cur) {
 		// Keep the slice in step even when the Endpoints are right.
 		return r.writeSlice(ctx, cur)
 	}
@@ -90,11 +90,12 @@ func (r *masterCountReconciler) remove(ctx context.Context, ip netip.Addr, ports
 	if err != nil || cur == nil {
 		return false, err
 	}
-	ips, formatOK, _ := addrsOf(cur, ports, false)
-	if !formatOK || !slices.Contains(ips, ip) {
+	// Whatever their shape, the endpoints must lose ip.
+	ips := allAddrs(cur)
+	if !slices.Contains(ips, ip) {
 		return false, nil
 	}
-	if len(cur.Subsets[0].Ports) > 0 {
+	if len(cur.Subsets) > 0 && len(cur.Subsets[0].Ports) > 0 {
 		ports = cur.Subsets[0].Ports
 	}
 	return true, r.write(ctx, cur, slices.DeleteFunc(ips, func(a netip.Addr) bool { return a == ip }), ports)

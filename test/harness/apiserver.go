@@ -117,6 +117,8 @@ func (s *APIServer) Config() (*rest.Config, error) {
 		return nil, err
 	}
 	cfg.QPS = -1
+	// Tests read the kubernetes Endpoints on purpose.
+	cfg.WarningHandler = rest.NoWarnings{}
 	return cfg, nil
 }
 

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,7 +21,7 @@ const netnsEnv = "KUBEBOOT_IN_NETNS"
 //
 // It needs unshare(1) and ip(8) and the right to create network namespaces
 // (root). Without them the test is skipped, or fails when CI=true.
-func InNetNS(t testing.TB, addrs ...string) bool {
+func InNetNS(t *testing.T, addrs ...string) bool {
 	t.Helper()
 	if os.Getenv(netnsEnv) == "1" {
 		return true
@@ -55,26 +56,45 @@ func InNetNS(t testing.TB, addrs ...string) bool {
 		}
 		t.Fatalf("test in network namespace failed: %v", err)
 	}
-	if _, isBench := t.(*testing.B); !isBench && !strings.Contains(out.String(), "--- PASS: "+t.Name()) {
+	if !strings.Contains(out.String(), "--- PASS: "+t.Name()) {
 		t.Fatalf("test in network namespace did not pass")
 	}
 	return false
 }
 
-// childTestArgs selects just this test or benchmark, keeping the parent's
-// other -test.* flags (benchtime, count, timeout, ...).
-func childTestArgs(t testing.TB) []string {
+// childTestArgs selects just this test, keeping the parent's other
+// -test.* flags (count, timeout, ...).
+func childTestArgs(t *testing.T) []string {
 	var out []string
 	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(a, "-test.run") || strings.HasPrefix(a, "-test.bench=") || strings.HasPrefix(a, "-test.v") {
+		if strings.HasPrefix(a, "-test.run") || strings.HasPrefix(a, "-test.v") {
 			continue
 		}
 		out = append(out, a)
 	}
-	if _, isBench := t.(*testing.B); isBench {
-		return append(out, "-test.run=^$", "-test.bench=^"+t.Name()+"$", "-test.v")
-	}
 	return append(out, "-test.run=^"+t.Name()+"$", "-test.v")
+}
+
+// RequireAddrs skips the test or benchmark unless every address in addrs
+// is configured on this host (as inside the namespace a script such as
+// bench/failover/run.sh creates).
+func RequireAddrs(t testing.TB, addrs ...string) {
+	t.Helper()
+	have := map[string]bool{}
+	ifaces, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Skipf("listing addresses: %v", err)
+	}
+	for _, a := range ifaces {
+		if ipn, ok := a.(*net.IPNet); ok {
+			have[ipn.IP.String()] = true
+		}
+	}
+	for _, a := range addrs {
+		if !have[a] {
+			t.Skipf("address %s is not configured here; run this inside a network namespace that has %v (see the package's run.sh)", a, addrs)
+		}
+	}
 }
 
 func skipOrFail(t testing.TB, msg string) {

@@ -40,7 +40,7 @@ func TestAllocationAcrossAPIServers(t *testing.T) {
 			EtcdServers: e.Endpoints(),
 			Configure: func(c *controlplane.Config) {
 				c.ServiceClusterIPRange = "10.96.0.0/26" // 62 addresses, 16 kept for static
-				c.ServiceNodePortRange = "30000-30079"  // 80 ports, 16 kept for static
+				c.ServiceNodePortRange = "30000-30079"   // 80 ports, 16 kept for static
 				c.EndpointReconcilerType = "none"
 			},
 		})

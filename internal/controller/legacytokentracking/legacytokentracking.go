@@ -58,7 +58,20 @@ func (c *Controller) Start(ctx context.Context) error {
 
 func (c *Controller) sync(ctx context.Context) error {
 	cms := c.client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
-	_, err := cms.Get(ctx, ConfigMapName, metav1.GetOptions{})
+	cur, err := cms.Get(ctx, ConfigMapName, metav1.GetOptions{})
+	if err == nil {
+		if _, perr := time.Parse(DateFormat, cur.Data[SinceKey]); perr == nil {
+			return nil
+		}
+		// A missing or unreadable date is reset to today, as upstream.
+		next := cur.DeepCopy()
+		if next.Data == nil {
+			next.Data = map[string]string{}
+		}
+		next.Data[SinceKey] = c.now().UTC().Format(DateFormat)
+		_, err = cms.Update(ctx, next, metav1.UpdateOptions{})
+		return err
+	}
 	if !apierrors.IsNotFound(err) {
 		return err
 	}

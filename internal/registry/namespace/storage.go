@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -116,6 +117,14 @@ func NewStorage(opts generic.RESTOptionsGetter, typer runtime.ObjectTyper) (*Sto
 	})
 	if err != nil {
 		return nil, err
+	}
+	// A Terminating namespace goes away with its last finalizer, spec
+	// finalizers included (the generic rule looks at metadata only).
+	main.ShouldDeleteDuringUpdate = func(ctx context.Context, key string, obj, existing runtime.Object) bool {
+		if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
+			return false
+		}
+		return genericregistry.ShouldDeleteDuringUpdate(ctx, key, obj, existing)
 	}
 	return &Storage{
 		Namespace: &REST{store: main},

@@ -68,6 +68,9 @@ func (h hooks) beginUpdate(ctx context.Context, obj, oldObj runtime.Object, opti
 	}
 	old := oldObj.(*corev1.Service)
 	keepAllocatedValues(svc, old)
+	// Before allocating: fields that belonged to the old type go, so the
+	// allocator frees what they held.
+	dropTypeDependentFields(svc, old)
 	txn, err := h.alloc.Update(ctx, svc, old, len(options.DryRun) > 0)
 	if err != nil {
 		return nil, err
@@ -144,4 +147,57 @@ func needsNodePorts(svc *corev1.Service) bool {
 		return svc.Spec.AllocateLoadBalancerNodePorts == nil || *svc.Spec.AllocateLoadBalancerNodePorts
 	}
 	return false
+}
+
+// dropTypeDependentFields clears, when a Service changes type, the fields
+// only its old type used and the client left as they were, as
+// kube-apiserver does: changing a NodePort Service to ClusterIP must not
+// fail on the node ports it still carries.
+func dropTypeDependentFields(svc, old *corev1.Service) {
+	if svc.Spec.Type == old.Spec.Type {
+		return
+	}
+	if needsNodePorts(old) && !needsNodePorts(svc) {
+		for i := range svc.Spec.Ports {
+			p := &svc.Spec.Ports[i]
+			for _, op := range old.Spec.Ports {
+				if op.Port == p.Port && op.Protocol == p.Protocol && op.NodePort == p.NodePort {
+					p.NodePort = 0
+				}
+			}
+		}
+	}
+	if old.Spec.HealthCheckNodePort != 0 && !needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort == old.Spec.HealthCheckNodePort {
+		svc.Spec.HealthCheckNodePort = 0
+	}
+	if !externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == old.Spec.ExternalTrafficPolicy {
+		svc.Spec.ExternalTrafficPolicy = ""
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		if sameBoolPtr(svc.Spec.AllocateLoadBalancerNodePorts, old.Spec.AllocateLoadBalancerNodePorts) {
+			svc.Spec.AllocateLoadBalancerNodePorts = nil
+		}
+		if sameStringPtr(svc.Spec.LoadBalancerClass, old.Spec.LoadBalancerClass) {
+			svc.Spec.LoadBalancerClass = nil
+		}
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName && svc.Spec.InternalTrafficPolicy != nil &&
+		old.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == *old.Spec.InternalTrafficPolicy {
+		svc.Spec.InternalTrafficPolicy = nil
+	}
+}
+
+// externallyAccessible: reached from outside the cluster (node ports, load
+// balancers, or external IPs), so externalTrafficPolicy applies.
+func externallyAccessible(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort ||
+		(svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.ExternalIPs) > 0)
+}
+
+func sameBoolPtr(a, b *bool) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
+func sameStringPtr(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
