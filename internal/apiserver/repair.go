@@ -35,7 +35,7 @@ func (s *Server) newRepairs(cfg Config, recorder record.EventRecorder) *repairs 
 	}
 	r := &repairs{
 		clusterIP: clusterip.NewRepair(ranges, s.services, s.ipAddresses, recorder),
-		nodePort:  nodeport.NewRepair(s.alloc.nodePorts.Range(), s.services, s.alloc.nodePortStore, recorder),
+		nodePort:  nodeport.NewRepair(s.alloc.nodePorts, s.alloc.nodePortStore, s.services, recorder),
 		interval:  cfg.RepairInterval,
 		deadline:  cfg.RepairDeadline,
 	}

@@ -49,6 +49,7 @@ type op struct {
 	ctx    context.Context
 	want   []int
 	free   []int
+	mark   []int // set if clear (repair); never fails
 	dryRun bool
 	reply  chan result
 }
@@ -57,7 +58,9 @@ type result struct {
 	ports []int
 	// errs holds one error per entry of want that failed.
 	errs map[int]error
-	err  error
+	// marked are the entries of mark that were clear and are now set.
+	marked []int
+	err    error
 }
 
 // New starts an allocator on store (a raw storage of RangeAllocation
@@ -107,6 +110,15 @@ func (a *Allocator) Allocate(ctx context.Context, want []int, dryRun bool) (port
 // Release frees ports. A port outside the range is ignored.
 func (a *Allocator) Release(ctx context.Context, ports []int) error {
 	return a.submit(ctx, &op{free: ports}).err
+}
+
+// Mark sets the given ports in the bitmap if they are clear, in the same
+// compare-and-swap stream as allocations, and returns those it set: the
+// repair loop uses it for ports Services hold that the bitmap lost.
+// Setting a bit can at worst make a leak, which repair frees later.
+func (a *Allocator) Mark(ctx context.Context, ports []int) ([]int, error) {
+	r := a.submit(ctx, &op{mark: ports})
+	return r.marked, r.err
 }
 
 // Snapshot returns the allocated ports as stored.
@@ -270,6 +282,13 @@ func (a *Allocator) apply(bm *bitmap, o *op) result {
 			work.clear(p - a.rng.Base)
 		}
 	}
+	var marked []int
+	for _, p := range o.mark {
+		if a.rng.Contains(p) && !work.has(p-a.rng.Base) {
+			work.set(p - a.rng.Base)
+			marked = append(marked, p)
+		}
+	}
 	ports := make([]int, len(o.want))
 	errs := map[int]error{}
 	// Requested ports first, so a dynamic pick never takes one of them.
@@ -308,5 +327,5 @@ func (a *Allocator) apply(bm *bitmap, o *op) result {
 	if !o.dryRun && work != bm {
 		bm.bits.Set(work.bits)
 	}
-	return result{ports: ports}
+	return result{ports: ports, marked: marked}
 }

@@ -2,6 +2,7 @@ package nodeport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,25 +17,30 @@ import (
 	"github.com/kubeboot/kubeboot/internal/network"
 )
 
-// Repair rebuilds the NodePort bitmap from the Services: ports a Service
-// holds are marked allocated (Warning PortNotAllocated when they were
-// not), ports that cannot be repaired (out of range, held twice) are
-// reported as Warning Events on the Service, and ports no Service holds are
-// freed once seen leaked on LeakSightings passes. The new bitmap is written
-// by compare-and-swap against the one read at the start of the pass, so an
-// allocation committed meanwhile makes the pass retry instead of being
-// lost. A range changed by --service-node-port-range is migrated here.
+// Repair keeps the NodePort bitmap true to the Services: ports a Service
+// holds that the bitmap lost are set again (Warning PortNotAllocated), ports
+// that cannot be repaired (out of range, held twice) are reported as
+// Warning Events on the Service, and ports no Service holds are freed once
+// seen leaked on LeakSightings passes.
+//
+// Setting lost ports goes through the allocator's own compare-and-swap
+// stream, so it lands even under constant allocation load. Freeing leaks
+// (and migrating a changed --service-node-port-range) rewrites the bitmap
+// by compare-and-swap against the bitmap read at the start of the pass:
+// if anything was allocated or freed meanwhile, the free waits for a later
+// pass rather than risk freeing a port that changed hands.
 type Repair struct {
 	rng      network.PortRange
 	services allocator.Lister
+	alloc    *Allocator
 	store    storage.Interface
 	recorder record.EventRecorder
 	leaks    map[int]int
 }
 
-// NewRepair returns a repair loop over the bitmap in store.
-func NewRepair(rng network.PortRange, services allocator.Lister, store storage.Interface, recorder record.EventRecorder) *Repair {
-	return &Repair{rng: rng, services: services, store: store, recorder: recorder, leaks: map[int]int{}}
+// NewRepair returns a repair loop for the bitmap alloc keeps in store.
+func NewRepair(alloc *Allocator, store storage.Interface, services allocator.Lister, recorder record.EventRecorder) *Repair {
+	return &Repair{rng: alloc.Range(), services: services, alloc: alloc, store: store, recorder: recorder, leaks: map[int]int{}}
 }
 
 // RunOnce is one repair pass.
@@ -50,14 +56,14 @@ func (r *Repair) RunOnce(ctx context.Context) error {
 
 func (r *Repair) runOnce(ctx context.Context) error {
 	// The bitmap first: a port allocated after this read, for a Service
-	// listed below, makes the final compare-and-swap fail and the pass
-	// retry; one allocated before, for a Service not yet stored, is a leak
-	// seen once, not freed.
+	// listed below, looks lost here but is found set again when marking;
+	// one allocated before, for a Service not yet stored, looks leaked
+	// once, and is not freed.
 	snapshot := &corev1.RangeAllocation{}
 	if err := r.store.Get(ctx, Key, storage.GetOptions{IgnoreNotFound: true}, snapshot); err != nil {
 		return fmt.Errorf("reading the node port bitmap: %w", err)
 	}
-	stored, err := r.storedPorts(snapshot)
+	stored, migrate, err := r.storedPorts(snapshot)
 	if err != nil {
 		return err
 	}
@@ -67,81 +73,123 @@ func (r *Repair) runOnce(ctx context.Context) error {
 	}
 	services := svcObj.(*corev1.ServiceList).Items
 
-	rebuilt := decodeBitmap(nil, r.rng.Size)
+	held := map[int]*corev1.Service{}
+	var lost []int
 	for i := range services {
 		svc := &services[i]
 		for _, port := range heldPorts(svc) {
 			switch {
 			case !r.rng.Contains(port):
 				r.warn(svc, allocator.ReasonPortOutOfRange, "outOfRange", "Port %d is not within the port range %s; please recreate service", port, r.rng)
-			case rebuilt.has(port - r.rng.Base):
+			case held[port] != nil:
 				r.warn(svc, allocator.ReasonPortAlreadyAllocated, "duplicate", "Port %d was assigned to multiple services; please recreate service", port)
 			default:
-				rebuilt.set(port - r.rng.Base)
+				held[port] = svc
 				if !stored[port] {
-					r.warn(svc, allocator.ReasonPortNotAllocated, "repair", "Port %d is not allocated; repairing", port)
+					lost = append(lost, port)
 				}
 			}
 		}
 	}
+	if len(lost) > 0 && !migrate {
+		marked, err := r.alloc.Mark(ctx, lost)
+		if err != nil {
+			return fmt.Errorf("repairing node ports: %w", err)
+		}
+		for _, port := range marked {
+			r.warn(held[port], allocator.ReasonPortNotAllocated, "repair", "Port %d is not allocated; repairing", port)
+		}
+	}
 
 	// Ports stored but held by no Service.
+	var free []int
 	leakedNow := map[int]bool{}
 	for port := range stored {
-		if !r.rng.Contains(port) || rebuilt.has(port-r.rng.Base) {
+		if held[port] != nil {
+			continue
+		}
+		if !r.rng.Contains(port) {
+			free = append(free, port) // outside a changed range: nothing to keep
 			continue
 		}
 		leakedNow[port] = true
 		r.leaks[port]++
-		if r.leaks[port] < allocator.LeakSightings {
-			rebuilt.set(port - r.rng.Base) // maybe a create in flight: keep it for now
-			continue
+		if r.leaks[port] >= allocator.LeakSightings {
+			free = append(free, port)
 		}
-		klog.FromContext(ctx).Info("Node port appears to have leaked: cleaning up", "port", port)
-		allocator.NodePortRepairErrors.WithLabelValues("leak").Inc()
-	}
-
-	next := snapshot.DeepCopy()
-	next.Range = r.rng.String()
-	next.Data = rebuilt.encode()
-	rv := snapshot.ResourceVersion
-	var preconditions *storage.Preconditions
-	if rv != "" {
-		preconditions = &storage.Preconditions{ResourceVersion: &rv}
-	}
-	out := &corev1.RangeAllocation{}
-	err = r.store.GuaranteedUpdate(ctx, Key, out, true, preconditions, storage.SimpleUpdate(func(cur runtime.Object) (runtime.Object, error) {
-		if rv == "" && cur.(*corev1.RangeAllocation).ResourceVersion != "" {
-			// Created meanwhile: start over with what is there now.
-			return nil, fmt.Errorf("node port bitmap created during the repair pass")
-		}
-		return next, nil
-	}), nil)
-	if err != nil {
-		return fmt.Errorf("writing the repaired node port bitmap (will retry): %w", err)
 	}
 	for port := range r.leaks {
-		if !leakedNow[port] || r.leaks[port] >= allocator.LeakSightings {
+		if !leakedNow[port] {
 			delete(r.leaks, port)
 		}
 	}
-	n := rebuilt.count()
-	allocator.NodePortAllocated.Set(float64(n))
-	allocator.NodePortAvailable.Set(float64(r.rng.Size - n))
+	if len(free) == 0 && !migrate {
+		r.updateGauges(stored, lost, nil)
+		return nil
+	}
+
+	// Rewrite: the snapshot plus what Services hold, minus the leaks.
+	rebuilt := decodeBitmap(nil, r.rng.Size)
+	for port := range stored {
+		if r.rng.Contains(port) {
+			rebuilt.set(port - r.rng.Base)
+		}
+	}
+	for port := range held {
+		rebuilt.set(port - r.rng.Base)
+	}
+	for _, port := range free {
+		if r.rng.Contains(port) {
+			rebuilt.clear(port - r.rng.Base)
+		}
+	}
+	next := snapshot.DeepCopy()
+	next.Range = r.rng.String()
+	next.Data = rebuilt.encode()
+	err = r.store.GuaranteedUpdate(ctx, Key, &corev1.RangeAllocation{}, true, nil, storage.SimpleUpdate(func(cur runtime.Object) (runtime.Object, error) {
+		if cur.(*corev1.RangeAllocation).ResourceVersion != snapshot.ResourceVersion {
+			return nil, errChanged
+		}
+		return next, nil
+	}), nil)
+	if errors.Is(err, errChanged) {
+		// Allocations moved on meanwhile; the leaks stay counted and are
+		// freed by a pass that finds the bitmap quiet.
+		klog.FromContext(ctx).V(2).Info("Node port bitmap changed during the repair pass; freeing leaks later", "ports", free)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing the repaired node port bitmap: %w", err)
+	}
+	for _, port := range free {
+		klog.FromContext(ctx).Info("Node port appears to have leaked: cleaning up", "port", port)
+		allocator.NodePortRepairErrors.WithLabelValues("leak").Inc()
+		delete(r.leaks, port)
+	}
+	r.updateGauges(stored, lost, free)
 	return nil
 }
 
+var errChanged = errors.New("node port bitmap changed during the repair pass")
+
+func (r *Repair) updateGauges(stored map[int]bool, added, freed []int) {
+	n := len(stored) + len(added) - len(freed)
+	allocator.NodePortAllocated.Set(float64(n))
+	allocator.NodePortAvailable.Set(float64(r.rng.Size - n))
+}
+
 // storedPorts decodes the stored bitmap into ports, under the range it was
-// written with (which may differ from the current flag).
-func (r *Repair) storedPorts(ra *corev1.RangeAllocation) (map[int]bool, error) {
+// written with; migrate reports that it differs from the current flag.
+func (r *Repair) storedPorts(ra *corev1.RangeAllocation) (ports map[int]bool, migrate bool, err error) {
 	rng := r.rng
 	if ra.Range != "" && ra.Range != r.rng.String() {
 		old, err := network.ParsePortRange(ra.Range)
 		if err != nil {
-			return nil, fmt.Errorf("stored node port range %q: %w", ra.Range, err)
+			return nil, false, fmt.Errorf("stored node port range %q: %w", ra.Range, err)
 		}
 		klog.Background().Info("Node port range changed; migrating allocations", "from", ra.Range, "to", r.rng)
 		rng = old
+		migrate = true
 	}
 	bm := decodeBitmap(ra.Data, rng.Size)
 	out := map[int]bool{}
@@ -150,7 +198,7 @@ func (r *Repair) storedPorts(ra *corev1.RangeAllocation) (map[int]bool, error) {
 			out[rng.Base+off] = true
 		}
 	}
-	return out, nil
+	return out, migrate, nil
 }
 
 func (r *Repair) warn(svc *corev1.Service, reason, metric, format string, args ...any) {
