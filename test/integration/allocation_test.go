@@ -104,4 +104,3 @@ func randomService(rnd *rand.Rand, name string) *corev1.Service {
 	}
 	return svc
 }
-
