@@ -21,6 +21,9 @@ import (
 const (
 	DefaultSecurePort    = 6443
 	DefaultClusterDomain = "cluster.local"
+	// DefaultShutdownWatchTerminationGracePeriod bounds how long open
+	// watches may delay a graceful stop.
+	DefaultShutdownWatchTerminationGracePeriod = 5 * time.Second
 )
 
 // Config describes a control plane. The zero value works: every field
@@ -99,6 +102,12 @@ type Config struct {
 	// ShutdownDelayDuration is --shutdown-delay-duration: how long the
 	// server keeps serving, with /readyz failing, after a stop signal.
 	ShutdownDelayDuration time.Duration
+	// ShutdownWatchTerminationGracePeriod is how long, at shutdown, open
+	// watches (which are told to end) may take to drain
+	// (--shutdown-watch-termination-grace-period). Default: 5s. Without it
+	// a client's open watch would hold a stopping server for up to the
+	// request timeout (60s).
+	ShutdownWatchTerminationGracePeriod time.Duration
 }
 
 // EtcdConfig points at an external etcd cluster.
@@ -167,6 +176,9 @@ func (c Config) Complete() (CompletedConfig, error) {
 	}
 	if cc.ClusterDomain == "" {
 		cc.ClusterDomain = DefaultClusterDomain
+	}
+	if cc.ShutdownWatchTerminationGracePeriod == 0 {
+		cc.ShutdownWatchTerminationGracePeriod = DefaultShutdownWatchTerminationGracePeriod
 	}
 	if cc.EventTTL == 0 {
 		cc.EventTTL = event.DefaultTTL

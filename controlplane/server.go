@@ -93,9 +93,11 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		EnableWatchCache: !cfg.DisableWatchCache,
 		EventTTL:         cfg.EventTTL,
 		ShutdownDelay:    cfg.ShutdownDelayDuration,
-		Version:          version.Get(),
-		ServiceCIDRs:     cfg.serviceCIDRs,
-		NodePorts:        cfg.nodePorts,
+
+		ShutdownWatchTerminationGracePeriod: cfg.ShutdownWatchTerminationGracePeriod,
+		Version:                             version.Get(),
+		ServiceCIDRs:                        cfg.serviceCIDRs,
+		NodePorts:                           cfg.nodePorts,
 
 		KubernetesServiceNodePort: cfg.KubernetesServiceNodePort,
 		EndpointReconcilerType:    cfg.reconciler,

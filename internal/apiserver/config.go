@@ -63,6 +63,10 @@ type Config struct {
 	EventTTL time.Duration
 	// ShutdownDelay is --shutdown-delay-duration.
 	ShutdownDelay time.Duration
+	// ShutdownWatchTerminationGracePeriod is
+	// --shutdown-watch-termination-grace-period: at shutdown, open watches
+	// are told to end and given this long to drain.
+	ShutdownWatchTerminationGracePeriod time.Duration
 	// Version is served at /version.
 	Version apimachineryversion.Info
 	// ServiceCIDRs are the Service ranges (--service-cluster-ip-range).
@@ -132,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 	gc.EffectiveVersion = newEffectiveVersion(cfg.Version)
 	gc.PublicAddress = net.IP(cfg.PublicAddress.AsSlice())
 	gc.ShutdownDelayDuration = cfg.ShutdownDelay
+	gc.ShutdownWatchTerminationGracePeriod = cfg.ShutdownWatchTerminationGracePeriod
 	gc.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
 	authn, err := newAuthenticator(gc.SecureServing.ClientCA.(dynamiccertificates.CAContentProvider).VerifyOptions, cfg.TokenAuthFile)
 	if err != nil {

@@ -48,6 +48,8 @@ type APIServer struct {
 	EventTTL              time.Duration
 	WatchCache            bool
 	ShutdownDelayDuration time.Duration
+
+	ShutdownWatchTerminationGracePeriod time.Duration
 }
 
 // NewAPIServer returns the flag defaults.
@@ -101,6 +103,7 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 
 	fs.DurationVar(&o.EventTTL, "event-ttl", o.EventTTL, "Amount of time to retain events.")
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "Enable watch caching in the apiserver.")
+	fs.DurationVar(&o.ShutdownWatchTerminationGracePeriod, "shutdown-watch-termination-grace-period", o.ShutdownWatchTerminationGracePeriod, "At shutdown, open watches are told to end and given this long to drain.")
 	fs.DurationVar(&o.ShutdownDelayDuration, "shutdown-delay-duration", o.ShutdownDelayDuration, "Time to delay the termination. During that time the server keeps serving requests normally while /readyz fails.")
 }
 
@@ -119,6 +122,9 @@ func (o *APIServer) Validate() error {
 	}
 	if o.RepairInterval <= 0 || o.RepairDeadline <= 0 {
 		errs = append(errs, fmt.Errorf("--service-ip-repair-interval %s and --service-ip-repair-deadline %s must be positive", o.RepairInterval, o.RepairDeadline))
+	}
+	if o.ShutdownWatchTerminationGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-watch-termination-grace-period %s must not be negative", o.ShutdownWatchTerminationGracePeriod))
 	}
 	if o.ShutdownDelayDuration < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-delay-duration %s must not be negative", o.ShutdownDelayDuration))
@@ -166,5 +172,7 @@ func (o *APIServer) Config() controlplane.Config {
 		EventTTL:              o.EventTTL,
 		DisableWatchCache:     !o.WatchCache,
 		ShutdownDelayDuration: o.ShutdownDelayDuration,
+
+		ShutdownWatchTerminationGracePeriod: o.ShutdownWatchTerminationGracePeriod,
 	}
 }
