@@ -10,8 +10,11 @@ import (
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 
+	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/network"
+	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/registry/event"
 	"github.com/kubeboot/kubeboot/internal/storage"
@@ -24,6 +27,8 @@ const (
 	// DefaultShutdownWatchTerminationGracePeriod bounds how long open
 	// watches may delay a graceful stop.
 	DefaultShutdownWatchTerminationGracePeriod = 5 * time.Second
+	// DefaultEtcdCompactionInterval is kube-apiserver's.
+	DefaultEtcdCompactionInterval = 5 * time.Minute
 )
 
 // Config describes a control plane. The zero value works: every field
@@ -119,6 +124,12 @@ type EtcdConfig struct {
 	CAFile, CertFile, KeyFile string
 	// Prefix is --etcd-prefix. Default: /registry.
 	Prefix string
+	// CompactionInterval is --etcd-compaction-interval: how often old
+	// revisions are compacted away. Default: 5m, as kube-apiserver;
+	// set DisableCompaction to turn it off.
+	CompactionInterval time.Duration
+	// DisableCompaction turns compaction off (--etcd-compaction-interval=0).
+	DisableCompaction bool
 }
 
 // CompletedConfig is a Config with defaults applied and every value
@@ -183,6 +194,12 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if cc.EventTTL == 0 {
 		cc.EventTTL = event.DefaultTTL
 	}
+	if cc.Etcd.CompactionInterval == 0 && !cc.Etcd.DisableCompaction {
+		cc.Etcd.CompactionInterval = DefaultEtcdCompactionInterval
+	}
+	if cc.Etcd.DisableCompaction {
+		cc.Etcd.CompactionInterval = 0
+	}
 	if cc.Etcd.Prefix == "" {
 		cc.Etcd.Prefix = storage.DefaultPrefix
 	}
@@ -201,7 +218,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 		errs = append(errs, err)
 	}
 	for _, f := range []struct{ flag, path string }{
-		{"--token-auth-file", cc.TokenAuthFile}, {"--client-ca-file", cc.ClientCAFile},
+		{"--client-ca-file", cc.ClientCAFile},
 		{"--etcd-cafile", cc.Etcd.CAFile}, {"--etcd-certfile", cc.Etcd.CertFile}, {"--etcd-keyfile", cc.Etcd.KeyFile},
 	} {
 		if f.path == "" {
@@ -232,6 +249,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if p := cc.KubernetesServiceNodePort; p != 0 && (p < 0 || !cc.nodePorts.Contains(p)) && cc.nodePorts.Size > 0 {
 		errs = append(errs, fmt.Errorf("--kubernetes-service-node-port %d must be in --service-node-port-range %s", p, cc.nodePorts))
 	}
+	errs = append(errs, cc.checkFiles()...)
 	if err := cc.resolveAdvertiseAddress(); err != nil {
 		errs = append(errs, err)
 	} else if cc.reconciler != reconcilers.None && cc.serviceCIDRs.Primary.IsValid() &&
@@ -244,6 +262,40 @@ func (c Config) Complete() (CompletedConfig, error) {
 		return CompletedConfig{}, errors.Join(errs...)
 	}
 	return CompletedConfig{cc}, nil
+}
+
+// checkFiles reads, without writing, what the server will use from disk:
+// the data directory (its certificates and etcd data must be usable, so a
+// foreign or damaged directory is refused before anything is touched), the
+// token file and the client CA bundle.
+func (cc *completedConfig) checkFiles() []error {
+	var errs []error
+	if fi, err := os.Stat(cc.DataDir); err == nil && !fi.IsDir() {
+		return append(errs, fmt.Errorf("--data-dir %s is not a directory", cc.DataDir))
+	} else if err != nil && !os.IsNotExist(err) {
+		return append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
+	}
+	if err := pki.Check(filepath.Join(cc.DataDir, pkiDirName)); err != nil {
+		errs = append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
+	}
+	if len(cc.Etcd.Servers) == 0 {
+		if err := etcd.CheckDataDir(filepath.Join(cc.DataDir, "etcd")); err != nil {
+			errs = append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
+		}
+	}
+	if cc.TokenAuthFile != "" {
+		if _, err := tokenfile.NewCSV(cc.TokenAuthFile); err != nil {
+			errs = append(errs, fmt.Errorf("--token-auth-file %s: %w", cc.TokenAuthFile, err))
+		}
+	}
+	if cc.ClientCAFile != "" {
+		if data, err := os.ReadFile(cc.ClientCAFile); err == nil {
+			if _, err := pki.ParseCertificates(cc.ClientCAFile, data); err != nil {
+				errs = append(errs, fmt.Errorf("--client-ca-file: %w", err))
+			}
+		}
+	}
+	return errs
 }
 
 func defaultString(s, def string) string {

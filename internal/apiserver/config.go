@@ -57,6 +57,9 @@ type Config struct {
 	Etcd *clientv3.Client
 	// EtcdPrefix is --etcd-prefix. Default: /registry.
 	EtcdPrefix string
+	// EtcdCompactionInterval is --etcd-compaction-interval: how often old
+	// revisions are compacted away; 0 disables compaction.
+	EtcdCompactionInterval time.Duration
 	// EnableWatchCache is --watch-cache.
 	EnableWatchCache bool
 	// EventTTL is --event-ttl. Default: 1h.
@@ -134,6 +137,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	gc.EffectiveVersion = newEffectiveVersion(cfg.Version)
+	gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		return genericapiserver.DefaultBuildHandlerChain(withPatchErrors(h, codecs), c)
+	}
 	gc.PublicAddress = net.IP(cfg.PublicAddress.AsSlice())
 	gc.ShutdownDelayDuration = cfg.ShutdownDelay
 	gc.ShutdownWatchTerminationGracePeriod = cfg.ShutdownWatchTerminationGracePeriod
@@ -170,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 		Prefix:                cfg.EtcdPrefix,
 		Serializer:            codecs,
 		EnableWatchCache:      cfg.EnableWatchCache,
-		CompactionInterval:    5 * time.Minute,
+		CompactionInterval:    cfg.EtcdCompactionInterval,
 		CountMetricPollPeriod: time.Minute,
 		ObjectCountTracker:    gc.StorageObjectCountTracker,
 	})

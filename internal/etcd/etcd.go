@@ -68,7 +68,14 @@ type Server struct {
 
 // Start starts a member and waits until it serves, or fails and leaves
 // nothing running.
-func Start(ctx context.Context, cfg Config) (*Server, error) {
+func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
+	// etcd panics on some damaged data (it logs at panic level); report
+	// that as an error like any other start failure.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("etcd: member in %s failed to start: %v", cfg.Dir, r)
+		}
+	}()
 	if cfg.Dir == "" {
 		return nil, errors.New("etcd: a data directory is required")
 	}

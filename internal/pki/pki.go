@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -41,6 +42,11 @@ type KeyPair struct {
 // EnsureCA loads the CA from dir/ca.crt and dir/ca.key, or creates it.
 func EnsureCA(dir, commonName string) (*KeyPair, error) {
 	certPath, keyPath := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if err := pairPresent(certPath, keyPath); err != nil {
+		// A CA certificate without its key (or the reverse) is someone's
+		// CA half copied: never replace it.
+		return nil, err
+	}
 	kp, err := load(certPath, keyPath)
 	if err == nil {
 		if !kp.Cert.IsCA {
@@ -156,6 +162,77 @@ func sign(ca *KeyPair, tmpl *x509.Certificate) (*KeyPair, error) {
 		return nil, fmt.Errorf("signing certificate %s: %w", tmpl.Subject.CommonName, err)
 	}
 	return newKeyPair(der, key)
+}
+
+// pairPresent reports an error when exactly one of a certificate and its
+// key exists.
+func pairPresent(certPath, keyPath string) error {
+	_, certErr := os.Stat(certPath)
+	_, keyErr := os.Stat(keyPath)
+	switch {
+	case certErr == nil && os.IsNotExist(keyErr):
+		return fmt.Errorf("%s exists without %s: certificate and key must be supplied as a pair", certPath, keyPath)
+	case keyErr == nil && os.IsNotExist(certErr):
+		return fmt.Errorf("%s exists without %s: certificate and key must be supplied as a pair", keyPath, certPath)
+	}
+	return nil
+}
+
+// Check reports, without writing anything, whether the certificates in dir
+// can be used: every certificate and key present parses, and comes with its
+// pair.
+func Check(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".crt")
+		if !ok {
+			if n, isKey := strings.CutSuffix(e.Name(), ".key"); isKey {
+				if err := pairPresent(filepath.Join(dir, n+".crt"), filepath.Join(dir, e.Name())); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		certPath, keyPath := filepath.Join(dir, e.Name()), filepath.Join(dir, name+".key")
+		if err := pairPresent(certPath, keyPath); err != nil {
+			return err
+		}
+		if _, err := load(certPath, keyPath); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseCertificates returns the certificates of a PEM bundle, or an error
+// naming path when it holds none or one does not parse.
+func ParseCertificates(path string, data []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return out, nil
 }
 
 // usable reports whether kp was signed by ca and is valid for a while.

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/storage/names"
@@ -72,9 +73,15 @@ func (s Strategy[T]) PrepareForUpdate(ctx context.Context, obj, old runtime.Obje
 	}
 }
 
-// Validate implements rest.RESTCreateStrategy.
+// Validate implements rest.RESTCreateStrategy. A new object must not
+// carry a resourceVersion (k8s.io/apiserver would refuse it later with a
+// 500; it is the client's mistake).
 func (s Strategy[T]) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	return s.OnValidate(ctx, obj.(T))
+	errs := s.OnValidate(ctx, obj.(T))
+	if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() != "" {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "resourceVersion"), m.GetResourceVersion(), "must be empty when creating an object"))
+	}
+	return errs
 }
 
 // ValidateUpdate implements rest.RESTUpdateStrategy.

@@ -9,6 +9,7 @@
 package nodeport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ import (
 // Key is the etcd key of the bitmap below the storage prefix, as
 // kube-apiserver's.
 const Key = "/ranges/servicenodeports"
+
+// errUnchanged ends a compare-and-swap that would write nothing new.
+var errUnchanged = errors.New("node port bitmap unchanged")
 
 // maxBatch bounds the requests one write commits.
 const maxBatch = 512
@@ -154,6 +158,9 @@ func (a *Allocator) submit(ctx context.Context, o *op) result {
 		// The op may still commit; the repair loop frees what its owner
 		// never stored.
 		return result{err: ctx.Err()}
+	case <-a.done:
+		// Stopped with the op queued: nothing will answer it.
+		return result{err: errors.New("node port allocator stopped")}
 	}
 }
 
@@ -222,15 +229,25 @@ func (a *Allocator) commit(ctx context.Context, batch []*op) {
 			return nil, fmt.Errorf("stored node port range %q differs from --service-node-port-range %q; waiting for the repair loop", cur.Range, a.rng)
 		}
 		bm := decodeBitmap(cur.Data, a.rng.Size)
+		before := bm.encode()
 		results = make([]result, len(live))
 		for i, o := range live {
 			results[i] = a.apply(bm, o)
+		}
+		if bytes.Equal(bm.encode(), before) {
+			// Dry runs, refusals, frees of free ports: nothing to write
+			// (not even a first, empty bitmap).
+			return nil, errUnchanged
 		}
 		next := cur.DeepCopy()
 		next.Range = a.rng.String()
 		next.Data = bm.encode()
 		return next, nil
 	}), hintObj)
+	if errors.Is(err, errUnchanged) {
+		err = nil
+		out = nil
+	}
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Committing node port allocations failed", "err", err, "requests", len(live))
 		for _, o := range live {
@@ -238,9 +255,11 @@ func (a *Allocator) commit(ctx context.Context, batch []*op) {
 		}
 		return
 	}
-	a.mu.Lock()
-	a.last = out
-	a.mu.Unlock()
+	if out != nil {
+		a.mu.Lock()
+		a.last = out
+		a.mu.Unlock()
+	}
 	a.observe(out, live, results)
 	for i, o := range live {
 		o.reply <- results[i]
@@ -249,9 +268,11 @@ func (a *Allocator) commit(ctx context.Context, batch []*op) {
 
 // observe updates the metrics after a committed batch.
 func (a *Allocator) observe(stored *corev1.RangeAllocation, ops []*op, results []result) {
-	n := decodeBitmap(stored.Data, a.rng.Size).count()
-	allocator.NodePortAllocated.Set(float64(n))
-	allocator.NodePortAvailable.Set(float64(a.rng.Size - n))
+	if stored != nil {
+		n := decodeBitmap(stored.Data, a.rng.Size).count()
+		allocator.NodePortAllocated.Set(float64(n))
+		allocator.NodePortAvailable.Set(float64(a.rng.Size - n))
+	}
 	for i, o := range ops {
 		if o.dryRun {
 			continue

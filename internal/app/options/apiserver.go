@@ -31,6 +31,8 @@ type APIServer struct {
 	EtcdKeyFile  string
 	EtcdPrefix   string
 
+	EtcdCompactionInterval time.Duration
+
 	ServiceClusterIPRange string
 	ServiceNodePortRange  string
 
@@ -55,11 +57,13 @@ type APIServer struct {
 // NewAPIServer returns the flag defaults.
 func NewAPIServer() *APIServer {
 	return &APIServer{
-		DataDir:              controlplane.DefaultDataDir(),
-		BindAddress:          net.IPv4zero,
-		SecurePort:           controlplane.DefaultSecurePort,
-		EtcdPrefix:           storage.DefaultPrefix,
-		ServiceNodePortRange: network.DefaultServiceNodePortRange,
+		DataDir:     controlplane.DefaultDataDir(),
+		BindAddress: net.IPv4zero,
+		SecurePort:  controlplane.DefaultSecurePort,
+		EtcdPrefix:  storage.DefaultPrefix,
+
+		EtcdCompactionInterval: controlplane.DefaultEtcdCompactionInterval,
+		ServiceNodePortRange:   network.DefaultServiceNodePortRange,
 
 		EndpointReconcilerType:    string(reconcilers.Lease),
 		APIServerCount:            1,
@@ -85,6 +89,7 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "SSL certification file used to secure etcd communication.")
 	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "SSL key file used to secure etcd communication.")
 	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "The prefix to prepend to all resource paths in etcd.")
+	fs.DurationVar(&o.EtcdCompactionInterval, "etcd-compaction-interval", o.EtcdCompactionInterval, "The interval of compaction requests. If 0, the compaction request from apiserver is disabled.")
 
 	fs.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", o.ServiceClusterIPRange, "A CIDR notation IP range from which to assign service cluster IPs, or two of different families separated by a comma for dual-stack. Default 10.0.0.0/24.")
 	fs.StringVar(&o.ServiceNodePortRange, "service-node-port-range", o.ServiceNodePortRange, "A port range to reserve for services with NodePort visibility. Example: '30000-32767'. Inclusive at both ends of the range.")
@@ -116,6 +121,9 @@ func (o *APIServer) Validate() error {
 	}
 	if o.SecurePort < 0 || o.SecurePort > 65535 {
 		errs = append(errs, fmt.Errorf("--secure-port %d must be between 0 and 65535, inclusive", o.SecurePort))
+	}
+	if o.EtcdCompactionInterval < 0 {
+		errs = append(errs, fmt.Errorf("--etcd-compaction-interval %s must not be negative", o.EtcdCompactionInterval))
 	}
 	if o.EventTTL <= 0 {
 		errs = append(errs, fmt.Errorf("--event-ttl %s must be positive", o.EventTTL))
@@ -155,6 +163,9 @@ func (o *APIServer) Config() controlplane.Config {
 			CertFile: o.EtcdCertFile,
 			KeyFile:  o.EtcdKeyFile,
 			Prefix:   o.EtcdPrefix,
+
+			CompactionInterval: o.EtcdCompactionInterval,
+			DisableCompaction:  o.EtcdCompactionInterval == 0,
 		},
 		ServiceClusterIPRange: o.ServiceClusterIPRange,
 		ServiceNodePortRange:  o.ServiceNodePortRange,

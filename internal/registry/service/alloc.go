@@ -98,10 +98,20 @@ func (a *Allocators) Update(ctx context.Context, svc, old *corev1.Service, dryRu
 		svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = nil, nil
 	}
 	normalizeClusterIPs(svc, old)
+	t := &transaction{}
+	if unchangedPreferDualStack(svc, old) {
+		// A PreferDualStack Service is neither upgraded nor downgraded
+		// because the cluster's ranges changed; only an explicit change of
+		// its policy, families or IPs does that.
+		if err := a.allocNodePorts(ctx, svc, old, t, dryRun); err != nil {
+			t.Revert(ctx)
+			return nil, err
+		}
+		return t, nil
+	}
 	if err := a.initIPFamilies(svc, old); err != nil {
 		return nil, err
 	}
-	t := &transaction{}
 	switch {
 	case !needsClusterIPs(old) && needsClusterIPs(svc):
 		if old.Spec.Type == corev1.ServiceTypeExternalName {
@@ -150,6 +160,16 @@ func (a *Allocators) Release(ctx context.Context, svc *corev1.Service) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unchangedPreferDualStack reports an update of a PreferDualStack Service
+// that keeps its policy, ClusterIPs and IP families as they are.
+func unchangedPreferDualStack(svc, old *corev1.Service) bool {
+	p, op := svc.Spec.IPFamilyPolicy, old.Spec.IPFamilyPolicy
+	return p != nil && op != nil && *p == corev1.IPFamilyPolicyPreferDualStack && *op == *p &&
+		needsClusterIPs(svc) == needsClusterIPs(old) &&
+		slices.Equal(svc.Spec.ClusterIPs, old.Spec.ClusterIPs) &&
+		slices.Equal(svc.Spec.IPFamilies, old.Spec.IPFamilies)
 }
 
 // normalizeClusterIPs keeps clusterIP and clusterIPs[0] in step: a client
@@ -301,7 +321,11 @@ func (a *Allocators) allocClusterIPs(ctx context.Context, svc *corev1.Service, f
 				if !isAllocationError(err) {
 					return apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP: %w", err))
 				}
-				return invalid(svc, field.ErrorList{field.Invalid(clusterIPsPath, spec.ClusterIPs, fmt.Sprintf("failed to allocate a serviceIP: %v", err))})
+				requested := spec.ClusterIPs
+				if requested == nil {
+					requested = []string{}
+				}
+				return invalid(svc, field.ErrorList{field.Invalid(clusterIPsPath, requested, fmt.Sprintf("failed to allocate a serviceIP: %v", err))})
 			}
 		}
 		if !dryRun {

@@ -154,6 +154,11 @@ func needsNodePorts(svc *corev1.Service) bool {
 // kube-apiserver does: changing a NodePort Service to ClusterIP must not
 // fail on the node ports it still carries.
 func dropTypeDependentFields(svc, old *corev1.Service) {
+	// The health check port goes with externalTrafficPolicy Local, even
+	// when the type stays LoadBalancer.
+	if old.Spec.HealthCheckNodePort != 0 && !needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort == old.Spec.HealthCheckNodePort {
+		svc.Spec.HealthCheckNodePort = 0
+	}
 	if svc.Spec.Type == old.Spec.Type {
 		return
 	}
@@ -166,9 +171,6 @@ func dropTypeDependentFields(svc, old *corev1.Service) {
 				}
 			}
 		}
-	}
-	if old.Spec.HealthCheckNodePort != 0 && !needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort == old.Spec.HealthCheckNodePort {
-		svc.Spec.HealthCheckNodePort = 0
 	}
 	if !externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == old.Spec.ExternalTrafficPolicy {
 		svc.Spec.ExternalTrafficPolicy = ""

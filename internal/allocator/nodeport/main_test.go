@@ -1,0 +1,75 @@
+package nodeport
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/kubeboot/kubeboot/internal/api"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	kbstorage "github.com/kubeboot/kubeboot/internal/storage"
+)
+
+// One embedded etcd for the package (and for each fuzzing worker). Every
+// test, and every fuzz input, takes a fresh key prefix, so each sees its
+// own /ranges/servicenodeports.
+var (
+	etcdClient *clientv3.Client
+	scheme     *runtime.Scheme
+	prefixes   atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "kb-nodeport")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	srv, err := etcd.Start(context.Background(), etcd.Config{Dir: dir})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting etcd:", err)
+		return 1
+	}
+	defer srv.Close()
+	etcdClient = srv.Client()
+	scheme = api.NewScheme()
+	return m.Run()
+}
+
+// newPrefix returns an etcd key prefix no other test uses.
+func newPrefix() string {
+	return fmt.Sprintf("/nodeport-test-%d", prefixes.Add(1))
+}
+
+// newRawStore returns the RangeAllocation storage kube-apiserver (and
+// kubeboot's apiserver) uses, under prefix; two stores on one prefix are
+// two apiservers.
+func newRawStore(t testing.TB, prefix string) storage.Interface {
+	t.Helper()
+	backend, err := kbstorage.New(kbstorage.Config{Client: etcdClient, Prefix: prefix, Serializer: api.NewCodecs(scheme)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, destroy, err := backend.Raw(corev1.Resource("rangeallocations"), Key,
+		func() runtime.Object { return &corev1.RangeAllocation{} }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		destroy()
+		backend.Destroy()
+	})
+	return store
+}

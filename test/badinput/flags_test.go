@@ -1,0 +1,121 @@
+package badinput
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBadFlags runs `kubeboot apiserver` with one bad flag each: an
+// unknown flag, a value of the wrong type, or a value out of range. Each
+// must exit non-zero with exactly one line on stderr naming the flag, and
+// must not create the data dir (nothing is written before the flags are
+// known good).
+func TestBadFlags(t *testing.T) {
+	t.Parallel()
+	binary(t) // build once, before the subtests start in parallel
+
+	// Files some cases point flags at.
+	files := t.TempDir()
+	badCSV := filepath.Join(files, "tokens.csv")
+	if err := os.WriteFile(badCSV, []byte("only-a-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notPEM := filepath.Join(files, "ca.crt")
+	if err := os.WriteFile(notPEM, []byte("this is not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	someFile := filepath.Join(files, "client.crt")
+	if err := os.WriteFile(someFile, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(files, "missing")
+
+	tests := []struct {
+		name string
+		args []string
+		// flag is what the one line must name.
+		flag string
+	}{
+		// Unknown flags and arguments.
+		{"unknown flag", []string{"--bogus-flag"}, "--bogus-flag"},
+		{"unknown flag with a value", []string{"--bogus=1"}, "--bogus"},
+		{"unknown shorthand", []string{"-x"}, "-x"},
+		{"removed kube-apiserver flag", []string{"--insecure-port=8080"}, "--insecure-port"},
+		{"positional argument", []string{"extra"}, "extra"},
+
+		// Values of the wrong type.
+		{"port not a number", []string{"--secure-port=https"}, "--secure-port"},
+		{"port empty", []string{"--secure-port="}, "--secure-port"},
+		{"bind address not an IP", []string{"--bind-address=not-an-ip"}, "--bind-address"},
+		{"advertise address not an IP", []string{"--advertise-address=1.2.3"}, "--advertise-address"},
+		{"apiserver count not a number", []string{"--apiserver-count=two"}, "--apiserver-count"},
+		{"node port not an integer", []string{"--kubernetes-service-node-port=1.5"}, "--kubernetes-service-node-port"},
+		{"lease TTL without a unit", []string{"--endpoint-lease-ttl=5"}, "--endpoint-lease-ttl"},
+		{"reconcile interval not a duration", []string{"--endpoint-reconciler-interval=soon"}, "--endpoint-reconciler-interval"},
+		{"event TTL with a bad unit", []string{"--event-ttl=1x"}, "--event-ttl"},
+		{"watch cache not a bool", []string{"--watch-cache=maybe"}, "--watch-cache"},
+		{"repair interval not a duration", []string{"--service-ip-repair-interval=fast"}, "--service-ip-repair-interval"},
+		{"shutdown delay not a duration", []string{"--shutdown-delay-duration=abc"}, "--shutdown-delay-duration"},
+		{"verbosity not a number", []string{"--v=loud"}, "--v"},
+
+		// Values out of range or otherwise invalid.
+		{"port above 65535", []string{"--secure-port=70000"}, "--secure-port"},
+		{"negative port", []string{"--secure-port=-1"}, "--secure-port"},
+		{"service range under 8 addresses", []string{"--service-cluster-ip-range=10.0.0.0/30"}, "--service-cluster-ip-range"},
+		{"service range over 2^20 addresses", []string{"--service-cluster-ip-range=10.0.0.0/8"}, "--service-cluster-ip-range"},
+		{"service range not a CIDR", []string{"--service-cluster-ip-range=not-a-cidr"}, "--service-cluster-ip-range"},
+		{"two service ranges of one family", []string{"--service-cluster-ip-range=10.0.0.0/24,10.1.0.0/24"}, "--service-cluster-ip-range"},
+		{"three service ranges", []string{"--service-cluster-ip-range=10.0.0.0/24,fd00::/108,10.2.0.0/24"}, "--service-cluster-ip-range"},
+		{"node port range reversed", []string{"--service-node-port-range=32767-30000"}, "--service-node-port-range"},
+		{"node port range past 65535", []string{"--service-node-port-range=30000-70000"}, "--service-node-port-range"},
+		{"node port range not a range", []string{"--service-node-port-range=abc"}, "--service-node-port-range"},
+		{"kubernetes node port outside the range", []string{"--kubernetes-service-node-port=80"}, "--kubernetes-service-node-port"},
+		{"negative kubernetes node port", []string{"--kubernetes-service-node-port=-1"}, "--kubernetes-service-node-port"},
+		{"unknown reconciler", []string{"--endpoint-reconciler-type=magic"}, "--endpoint-reconciler-type"},
+		{"negative apiserver count", []string{"--apiserver-count=-1"}, "--apiserver-count"},
+		{"negative lease TTL", []string{"--endpoint-lease-ttl=-1s"}, "--endpoint-lease-ttl"},
+		{"lease TTL under a second", []string{"--endpoint-lease-ttl=100ms"}, "--endpoint-lease-ttl"},
+		{"negative reconcile interval", []string{"--endpoint-reconciler-interval=-1s"}, "--endpoint-reconciler-interval"},
+		{"negative event TTL", []string{"--event-ttl=-1h"}, "--event-ttl"},
+		{"negative repair interval", []string{"--service-ip-repair-interval=-1s"}, "--service-ip-repair-interval"},
+		{"zero repair deadline", []string{"--service-ip-repair-deadline=0s"}, "--service-ip-repair-deadline"},
+		{"negative shutdown delay", []string{"--shutdown-delay-duration=-1s"}, "--shutdown-delay-duration"},
+		{"unspecified advertise address", []string{"--advertise-address=0.0.0.0"}, "--advertise-address"},
+		{"loopback advertise address", []string{"--advertise-address=127.0.0.1"}, "--advertise-address"},
+		{"empty data dir", []string{"--data-dir="}, "--data-dir"},
+		{"missing token file", []string{"--token-auth-file=" + missing}, "--token-auth-file"},
+		{"token file that is not a token CSV", []string{"--token-auth-file=" + badCSV}, "--token-auth-file"},
+		{"missing client CA file", []string{"--client-ca-file=" + missing}, "--client-ca-file"},
+		{"client CA file that is not PEM", []string{"--client-ca-file=" + notPEM}, "--client-ca-file"},
+		{"etcd CA file without etcd servers", []string{"--etcd-cafile=" + someFile}, "--etcd-cafile"},
+		{"etcd certificate without its key", []string{"--etcd-servers=https://127.0.0.1:1", "--etcd-certfile=" + someFile}, "--etcd-keyfile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dataDir := filepath.Join(t.TempDir(), "data")
+			// The case's flags come last: for a flag given twice, the last
+			// value counts.
+			args := apiserverArgs(dataDir, tt.args...)
+			res := runKubeboot(t, args...)
+			cmdline := "kubeboot " + strings.Join(args, " ")
+			if !res.started {
+				if res.exitCode == 0 {
+					t.Errorf("%s: exit 0, want non-zero\nstderr:\n%s", cmdline, res.stderr)
+				}
+				lines := stderrLines(res.stderr)
+				if len(lines) != 1 {
+					t.Errorf("%s: %d lines on stderr, want exactly 1:\n%s", cmdline, len(lines), res.stderr)
+				}
+				if !strings.Contains(res.stderr, tt.flag) {
+					t.Errorf("%s: stderr does not name %s:\n%s", cmdline, tt.flag, res.stderr)
+				}
+			}
+			if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+				t.Errorf("%s: the data dir was created before the flags were checked (stat: %v)", cmdline, err)
+			}
+		})
+	}
+}
