@@ -82,6 +82,9 @@ func (s *APIServer) Logs() string {
 	return s.logs.String()
 }
 
+// PID is the process ID.
+func (s *APIServer) PID() int { return s.cmd.Process.Pid }
+
 // Exited is closed when the process has exited.
 func (s *APIServer) Exited() <-chan struct{} { return s.exited }
 
