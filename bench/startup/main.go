@@ -1,0 +1,316 @@
+//go:build linux
+
+// Command startup measures, on this machine, how fast `kubeboot apiserver`
+// becomes ready and how much memory it holds when idle:
+//
+//   - fresh: exec -> first 200 from /readyz on a new, empty data dir;
+//   - restart: the same on that data dir after a clean SIGTERM stop;
+//   - idle RSS: VmRSS of the fresh process (embedded etcd included) after it
+//     has been ready and idle for -settle.
+//
+// Each of -runs runs does one fresh start and one restart, and the tool
+// prints the median, min, p90 and max of each metric, optionally as JSON,
+// and compares the medians to the startup targets.
+//
+//	go run ./bench/startup [-runs 10] [-settle 10s] [-json] [-strict]
+//
+// It exits 1 if a start fails or times out (printing the server's last
+// stderr lines), and, with -strict, if a target is missed. It is Linux-only
+// because it reads /proc.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets for the medians.
+const (
+	freshTarget   = 500 // ms
+	restartTarget = 400 // ms
+	rssTarget     = 80  // MiB
+)
+
+// bench holds the flags and the shared /readyz client.
+type bench struct {
+	bin     string
+	runs    int
+	settle  time.Duration
+	timeout time.Duration
+	tmpDir  string
+
+	// client is reused for every probe so that polling costs one TLS
+	// handshake per server process, not one per request.
+	client    *http.Client
+	transport *http.Transport
+}
+
+// sample is the result of one run.
+type sample struct {
+	fresh, restart time.Duration
+	rss            int64 // bytes
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	b := &bench{}
+	var asJSON, targets, strict bool
+	flag.StringVar(&b.bin, "bin", "", "kubeboot binary to measure (default: build ./cmd/kubeboot into a temp dir)")
+	flag.IntVar(&b.runs, "runs", 10, "number of runs (one fresh start and one restart each)")
+	flag.DurationVar(&b.settle, "settle", 10*time.Second, "how long the server is ready and idle before its RSS is read")
+	flag.DurationVar(&b.timeout, "timeout", 30*time.Second, "how long a start may take from exec to ready")
+	flag.StringVar(&b.tmpDir, "tmpdir", "", "parent of the per-run data dirs (default: $TMPDIR or /tmp)")
+	flag.BoolVar(&asJSON, "json", false, "print the results as JSON instead of a table")
+	flag.BoolVar(&targets, "targets", true, "compare the medians to the targets and print PASS/FAIL")
+	flag.BoolVar(&strict, "strict", false, "exit 1 if a target is missed (implies -targets)")
+	flag.Parse()
+	if b.runs < 1 || b.settle < 0 || b.timeout <= 0 || flag.NArg() > 0 {
+		flag.Usage()
+		return 2
+	}
+
+	// The first Ctrl-C or SIGTERM stops the benchmark (and its server)
+	// cleanly; a second one kills it, and the server with it (Pdeathsig).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+
+	if b.bin == "" {
+		dir, err := os.MkdirTemp("", "kubeboot-bench-bin-")
+		if err != nil {
+			return fail(err)
+		}
+		defer os.RemoveAll(dir)
+		b.bin = filepath.Join(dir, "kubeboot")
+		fmt.Fprintln(os.Stderr, "building ./cmd/kubeboot ...")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.bin, "github.com/kubeboot/kubeboot/cmd/kubeboot")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fail(fmt.Errorf("go build: %w", err))
+		}
+	}
+
+	b.transport = &http.Transport{
+		// A local probe of a server whose CA is generated on its first
+		// start; there is nothing to verify against beforehand.
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
+		MaxIdleConnsPerHost: 1,
+		DisableCompression:  true,
+	}
+	b.client = &http.Client{Transport: b.transport}
+
+	load := loadAvg()
+	var samples []sample
+	for i := range b.runs {
+		s, err := b.once(ctx)
+		if ctx.Err() != nil {
+			return fail(errors.New("interrupted"))
+		}
+		if err != nil {
+			return fail(fmt.Errorf("run %d/%d: %w", i+1, b.runs, err))
+		}
+		fmt.Fprintf(os.Stderr, "run %2d/%d: fresh %s  restart %s  idle RSS %s\n",
+			i+1, b.runs, fmtMS(ms(s.fresh)), fmtMS(ms(s.restart)), fmtMiB(mib(s.rss)))
+		samples = append(samples, s)
+	}
+
+	r := newReport(b, samples, targets || strict)
+	r.LoadAvg = [2]string{load, loadAvg()}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return fail(err)
+		}
+	} else {
+		r.print()
+	}
+	if strict && !r.pass() {
+		return 1
+	}
+	return 0
+}
+
+// fail prints err and returns the exit code for it.
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "startup bench:", err)
+	return 1
+}
+
+// once runs one fresh start, reads its idle RSS, stops it, and restarts it
+// on the same data dir. The data dir is removed before it returns.
+func (b *bench) once(ctx context.Context) (sample, error) {
+	var s sample
+	dir, err := os.MkdirTemp(b.tmpDir, "kubeboot-bench-")
+	if err != nil {
+		return s, err
+	}
+	defer os.RemoveAll(dir)
+
+	srv, err := b.startReady(ctx, dir, &s.fresh)
+	if err != nil {
+		return s, fmt.Errorf("fresh start: %w", err)
+	}
+	defer srv.stop()
+	select {
+	case <-time.After(b.settle):
+	case <-srv.done:
+		return s, srv.failure("exited while idle", srv.exitErr())
+	case <-ctx.Done():
+		return s, ctx.Err()
+	}
+	if s.rss, err = rss(srv.cmd.Process.Pid); err != nil {
+		return s, err
+	}
+	if err := b.stop(srv); err != nil {
+		return s, fmt.Errorf("fresh start: %w", err)
+	}
+
+	srv, err = b.startReady(ctx, dir, &s.restart)
+	if err != nil {
+		return s, fmt.Errorf("restart: %w", err)
+	}
+	defer srv.stop()
+	if err := b.stop(srv); err != nil {
+		return s, fmt.Errorf("restart: %w", err)
+	}
+	return s, nil
+}
+
+// startReady starts a server on dir and stores in *took the time from exec
+// to the first 200 from /readyz. On error the server is already stopped.
+func (b *bench) startReady(ctx context.Context, dir string, took *time.Duration) (*server, error) {
+	srv, err := start(b.bin, "apiserver", "--data-dir", dir, "--bind-address", "127.0.0.1", "--secure-port", "0")
+	if err != nil {
+		return nil, err
+	}
+	if *took, err = b.waitReady(ctx, srv); err != nil {
+		srv.stop()
+		return nil, err
+	}
+	return srv, nil
+}
+
+// stop stops srv and drops the idle connection to it.
+func (b *bench) stop(srv *server) error {
+	defer b.transport.CloseIdleConnections()
+	if err := srv.stop(); err != nil {
+		return srv.failure("did not stop cleanly", err)
+	}
+	return nil
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, to record how idle
+// the machine was.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// report is the result, printed as a table or as JSON.
+type report struct {
+	Runs     int       `json:"runs"`
+	Settle   string    `json:"settle"`
+	Platform string    `json:"platform"`
+	CPUs     int       `json:"cpus"`
+	LoadAvg  [2]string `json:"loadavg"` // before, after
+	Metrics  []metric  `json:"metrics"`
+}
+
+// metric is one measured quantity over all runs.
+type metric struct {
+	Name    string    `json:"name"`
+	Unit    string    `json:"unit"`
+	Samples []float64 `json:"samples"`
+	summary
+	Target *float64 `json:"target,omitempty"` // the median must not exceed it
+	Pass   *bool    `json:"pass,omitempty"`
+}
+
+func newReport(b *bench, samples []sample, targets bool) *report {
+	r := &report{
+		Runs:     b.runs,
+		Settle:   b.settle.String(),
+		Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		CPUs:     runtime.NumCPU(),
+	}
+	add := func(name, unit string, target float64, value func(sample) float64) {
+		m := metric{Name: name, Unit: unit}
+		for _, s := range samples {
+			m.Samples = append(m.Samples, value(s))
+		}
+		m.summary = summarize(m.Samples)
+		if targets {
+			pass := m.Median <= target
+			m.Target, m.Pass = &target, &pass
+		}
+		r.Metrics = append(r.Metrics, m)
+	}
+	add("fresh_ready", "ms", freshTarget, func(s sample) float64 { return ms(s.fresh) })
+	add("restart_ready", "ms", restartTarget, func(s sample) float64 { return ms(s.restart) })
+	add("idle_rss", "MiB", rssTarget, func(s sample) float64 { return mib(s.rss) })
+	return r
+}
+
+// pass reports whether no target was missed.
+func (r *report) pass() bool {
+	for _, m := range r.Metrics {
+		if m.Pass != nil && !*m.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *report) print() {
+	fmt.Printf("kubeboot startup: %d runs, settle %s, %s, %d CPUs, loadavg before %s, after %s\n\n",
+		r.Runs, r.Settle, r.Platform, r.CPUs, r.LoadAvg[0], r.LoadAvg[1])
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "metric\tmedian\tmin\tp90\tmax\ttarget\tresult\t")
+	for _, m := range r.Metrics {
+		f := fmtMS
+		if m.Unit == "MiB" {
+			f = fmtMiB
+		}
+		target, result := "", ""
+		if m.Target != nil {
+			target, result = "<= "+f(*m.Target), "FAIL"
+			if *m.Pass {
+				result = "PASS"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			m.Name, f(m.Median), f(m.Min), f(m.P90), f(m.Max), target, result)
+	}
+	w.Flush()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func mib(b int64) float64        { return float64(b) / (1 << 20) }
+func fmtMS(v float64) string     { return fmt.Sprintf("%.1f ms", v) }
+func fmtMiB(v float64) string    { return fmt.Sprintf("%.1f MiB", v) }
+
+// errTimeout is returned when a server is not ready within -timeout.
+var errTimeout = errors.New("not ready within the timeout")
