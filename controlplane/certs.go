@@ -23,12 +23,16 @@ const (
 )
 
 type certificates struct {
-	ca          *pki.KeyPair
-	serving     *pki.KeyPair
-	loopback    *pki.KeyPair
-	clientCA    []byte
-	serverURL   string
-	adminConfig *rest.Config
+	ca *pki.KeyPair
+	// frontProxyCA signs the aggregator's client certificate for
+	// extension apiservers (frontProxyCert/Key, files).
+	frontProxyCA                  *pki.KeyPair
+	frontProxyCert, frontProxyKey string
+	serving                       *pki.KeyPair
+	loopback                      *pki.KeyPair
+	clientCA                      []byte
+	serverURL                     string
+	adminConfig                   *rest.Config
 }
 
 // ensureCertificates creates or reuses the CA, serving and admin
@@ -47,6 +51,13 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	admin, err := pki.EnsureClient(dir, "admin", ca, adminUser, []string{"system:masters"})
 	if err != nil {
 		return nil, fmt.Errorf("admin certificate in %s: %w", dir, err)
+	}
+	frontProxyCA, err := pki.EnsureNamedCA(dir, "front-proxy-ca", "kubeboot-front-proxy-ca")
+	if err != nil {
+		return nil, fmt.Errorf("front proxy CA in %s: %w", dir, err)
+	}
+	if _, err := pki.EnsureClient(dir, "front-proxy-client", frontProxyCA, "front-proxy-client", nil); err != nil {
+		return nil, fmt.Errorf("front proxy client certificate in %s: %w", dir, err)
 	}
 	loopback, err := pki.NewServing(ca, pki.ServingSpec{CommonName: "apiserver-loopback-client", DNSNames: []string{"apiserver-loopback-client"}})
 	if err != nil {
@@ -70,11 +81,14 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		return nil, fmt.Errorf("writing %s: %w", adminKubeconfigName, err)
 	}
 	return &certificates{
-		ca:        ca,
-		serving:   serving,
-		loopback:  loopback,
-		clientCA:  clientCA,
-		serverURL: serverURL,
+		ca:             ca,
+		frontProxyCA:   frontProxyCA,
+		frontProxyCert: filepath.Join(dir, "front-proxy-client.crt"),
+		frontProxyKey:  filepath.Join(dir, "front-proxy-client.key"),
+		serving:        serving,
+		loopback:       loopback,
+		clientCA:       clientCA,
+		serverURL:      serverURL,
 		adminConfig: &rest.Config{
 			Host: serverURL,
 			TLSClientConfig: rest.TLSClientConfig{

@@ -12,6 +12,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 
+	"github.com/kubeboot/kubeboot/internal/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/pki"
@@ -100,6 +101,11 @@ type Config struct {
 	// certificates are accepted (the generated CA always is).
 	ClientCAFile string
 
+	// CRDDir is --crd-dir: a directory of CustomResourceDefinition
+	// manifests installed at start. The server is ready (Server.Ready,
+	// /readyz) only once they are established and in discovery.
+	CRDDir string
+
 	// EventTTL is --event-ttl. Default: 1h.
 	EventTTL time.Duration
 	// DisableWatchCache serves lists and watches from etcd (--watch-cache=false).
@@ -144,6 +150,7 @@ type completedConfig struct {
 	serviceCIDRs  network.ServiceCIDRs
 	nodePorts     network.PortRange
 	advertiseAddr netip.Addr
+	crds          []crdinstall.CRD
 	warnings      []string
 }
 
@@ -267,7 +274,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 // checkFiles reads, without writing, what the server will use from disk:
 // the data directory (its certificates and etcd data must be usable, so a
 // foreign or damaged directory is refused before anything is touched), the
-// token file and the client CA bundle.
+// token file, the client CA bundle and the CRD manifests.
 func (cc *completedConfig) checkFiles() []error {
 	var errs []error
 	if fi, err := os.Stat(cc.DataDir); err == nil && !fi.IsDir() {
@@ -286,6 +293,12 @@ func (cc *completedConfig) checkFiles() []error {
 	if cc.TokenAuthFile != "" {
 		if _, err := tokenfile.NewCSV(cc.TokenAuthFile); err != nil {
 			errs = append(errs, fmt.Errorf("--token-auth-file %s: %w", cc.TokenAuthFile, err))
+		}
+	}
+	if cc.CRDDir != "" {
+		var err error
+		if cc.crds, err = crdinstall.Load(cc.CRDDir); err != nil {
+			errs = append(errs, fmt.Errorf("--crd-dir %s: %w", cc.CRDDir, err))
 		}
 	}
 	if cc.ClientCAFile != "" {

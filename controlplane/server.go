@@ -110,6 +110,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		IdentityLeaseGCPeriod:     cfg.IdentityLeaseGCPeriod,
 		RepairInterval:            cfg.RepairInterval,
 		RepairDeadline:            cfg.RepairDeadline,
+		CRDs:                      cfg.crds,
 	})
 	if err != nil {
 		return nil, err

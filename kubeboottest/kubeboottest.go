@@ -41,6 +41,10 @@ type Options struct {
 	AdvertiseAddress net.IP
 	// EtcdServers points at an external etcd; default: embedded etcd.
 	EtcdServers []string
+	// CRDDir is a directory of CustomResourceDefinition manifests (.yaml,
+	// .yml, .json), as envtest's CRDDirectoryPaths: Start returns only
+	// once they are established and in discovery.
+	CRDDir string
 	// StartTimeout bounds the wait for readiness. Default:
 	// DefaultStartTimeout.
 	StartTimeout time.Duration
@@ -91,6 +95,7 @@ func StartServer(opts Options, tempDir func() string) (*Server, error) {
 		UseFreePort:      true,
 		AdvertiseAddress: opts.AdvertiseAddress,
 		Etcd:             controlplane.EtcdConfig{Servers: opts.EtcdServers},
+		CRDDir:           opts.CRDDir,
 		// A test server's own range, so the default's deprecation warning
 		// does not show up in every test log.
 		ServiceClusterIPRange: "10.0.0.0/24",

@@ -13,11 +13,12 @@ import (
 
 	"github.com/google/uuid"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -25,11 +26,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 
 	"github.com/kubeboot/kubeboot/internal/allocator"
 	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
 	"github.com/kubeboot/kubeboot/internal/api"
-	"github.com/kubeboot/kubeboot/internal/generated/openapi"
+	"github.com/kubeboot/kubeboot/internal/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/registry/event"
@@ -76,6 +78,13 @@ type Config struct {
 	ServiceCIDRs network.ServiceCIDRs
 	// NodePorts is --service-node-port-range.
 	NodePorts network.PortRange
+	// ProxyClientCertFile and ProxyClientKeyFile are the client
+	// certificate the aggregator presents to extension apiservers (signed
+	// by RequestHeaderCA).
+	ProxyClientCertFile, ProxyClientKeyFile string
+	// RequestHeaderCA is the PEM CA extension apiservers must trust for
+	// the aggregator's proxied requests (front-proxy CA).
+	RequestHeaderCA []byte
 	// SystemNamespacesInterval is how often missing system namespaces are
 	// recreated. Default: 1m.
 	SystemNamespacesInterval time.Duration
@@ -98,11 +107,22 @@ type Config struct {
 	// RepairDeadline bounds the first repair passes; past it the server
 	// exits. Default: 1m.
 	RepairDeadline time.Duration
+	// CRDs are installed at start (--crd-dir); the server is ready only
+	// once they are established, and stops if one is refused.
+	CRDs []crdinstall.CRD
 }
 
-// Server is an assembled API server, not yet running.
+// Server is an assembled server chain, not yet running.
 type Server struct {
-	Generic  *genericapiserver.GenericAPIServer
+	// Generic is the front of the chain (the aggregator's generic server):
+	// it serves, runs every hook and destroys the chain.
+	Generic *genericapiserver.GenericAPIServer
+	// core is the server of kubeboot's own resources; crds the
+	// apiextensions server behind it; aggregator the front.
+	core       *genericapiserver.GenericAPIServer
+	crds       *apiextensionsapiserver.CustomResourceDefinitions
+	aggregator *aggregatorapiserver.APIAggregator
+
 	Scheme   *runtime.Scheme
 	Codecs   serializer.CodecFactory
 	Client   kubernetes.Interface
@@ -119,9 +139,14 @@ type Server struct {
 	// internalClient is the loopback configuration of the server's own
 	// controllers.
 	internalClient *rest.Config
+	// failed carries an error a post-start hook cannot recover from; Run
+	// stops the server and returns it (rather than the process exiting,
+	// so an in-process server fails its caller only).
+	failed chan error
 }
 
-// New assembles an API server. On error nothing is left running.
+// New assembles the server chain (apiextensions, core, aggregator). On
+// error nothing is left running.
 func New(cfg Config) (*Server, error) {
 	if cfg.Listener == nil || cfg.Etcd == nil {
 		return nil, errors.New("apiserver: a listener and an etcd client are required")
@@ -132,32 +157,10 @@ func New(cfg Config) (*Server, error) {
 	scheme := api.NewScheme()
 	codecs := api.NewCodecs(scheme)
 
-	gc := genericapiserver.NewConfig(codecs)
-	if err := applyServing(gc, cfg); err != nil {
-		return nil, err
-	}
-	gc.EffectiveVersion = newEffectiveVersion(cfg.Version)
-	gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-		return genericapiserver.DefaultBuildHandlerChain(withPatchErrors(h, codecs), c)
-	}
-	gc.PublicAddress = net.IP(cfg.PublicAddress.AsSlice())
-	gc.ShutdownDelayDuration = cfg.ShutdownDelay
-	gc.ShutdownWatchTerminationGracePeriod = cfg.ShutdownWatchTerminationGracePeriod
-	gc.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
-	authn, err := newAuthenticator(gc.SecureServing.ClientCA.(dynamiccertificates.CAContentProvider).VerifyOptions, cfg.TokenAuthFile)
+	gc, err := baseConfig(cfg, codecs)
 	if err != nil {
 		return nil, err
 	}
-	gc.Authentication.Authenticator = authn
-
-	namer := openapinamer.NewDefinitionNamer(scheme)
-	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
-	gc.OpenAPIConfig.Info.Title = "Kubernetes"
-	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
-	gc.OpenAPIV3Config.Info.Title = "Kubernetes"
-	// Served lazily by installOpenAPI.
-	gc.SkipOpenAPIInstallation = true
-
 	// The server's own controllers read deprecated APIs on purpose (the
 	// kubernetes Endpoints): keep the deprecation warnings out of the logs.
 	internalClient := rest.CopyConfig(gc.LoopbackClientConfig)
@@ -170,7 +173,6 @@ func New(cfg Config) (*Server, error) {
 	if gc.AdmissionControl, err = newAdmission(client, informerFactory); err != nil {
 		return nil, err
 	}
-
 	backend, err := storage.New(storage.Config{
 		Client:                cfg.Etcd,
 		Prefix:                cfg.EtcdPrefix,
@@ -183,16 +185,35 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	gc.RESTOptionsGetter = backend
 	gc.AddHealthChecks(healthz.NamedCheck("etcd", func(*http.Request) error {
 		return backend.Check(context.Background(), 2*time.Second)
 	}))
 	gc.AddReadyzChecks(healthz.NamedCheck("etcd-readiness", func(*http.Request) error {
 		return backend.Check(context.Background(), 2*time.Second)
 	}))
-
-	generic, err := gc.Complete(informerFactory).New("kubeboot-apiserver", genericapiserver.NewEmptyDelegate())
+	resolver, err := newEndpointResolver(informerFactory)
 	if err != nil {
+		backend.Destroy()
+		return nil, err
+	}
+
+	// The chain is built from the back: each server is its predecessor's
+	// delegate, and takes over its post-start and pre-shutdown hooks.
+	crds, err := newExtensionsServer(*gc, backend, informerFactory, resolver, cfg.APIServerCount)
+	if err != nil {
+		backend.Destroy()
+		return nil, err
+	}
+
+	coreConfig := *gc
+	coreConfig.RESTOptionsGetter = backend
+	coreConfig.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
+	withOpenAPI(&coreConfig, scheme)
+	// Served lazily by installOpenAPI.
+	coreConfig.SkipOpenAPIInstallation = true
+	generic, err := coreConfig.Complete(informerFactory).New("kube-apiserver", crds.GenericAPIServer)
+	if err != nil {
+		crds.GenericAPIServer.Destroy()
 		backend.Destroy()
 		return nil, fmt.Errorf("building the generic API server: %w", err)
 	}
@@ -222,18 +243,58 @@ func New(cfg Config) (*Server, error) {
 		generic.Destroy()
 		return nil, err
 	}
-	if err := installOpenAPI(generic, gc.OpenAPIConfig, gc.OpenAPIV3Config); err != nil {
+	if err := installOpenAPI(generic, coreConfig.OpenAPIConfig, coreConfig.OpenAPIV3Config); err != nil {
 		generic.Destroy()
 		return nil, fmt.Errorf("serving OpenAPI: %w", err)
 	}
-	s := &Server{Generic: generic, Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig,
+	s := &Server{Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig,
 		storage: backend, informers: informerFactory, internalClient: internalClient,
-		alloc: alloc, services: groups[""]["v1"]["services"].(allocator.Lister), ipAddresses: ipAddresses}
+		alloc: alloc, services: groups[""]["v1"]["services"].(allocator.Lister), ipAddresses: ipAddresses,
+		core: generic, crds: crds, failed: make(chan error, 1)}
 	if err := s.addHooks(cfg); err != nil {
 		generic.Destroy()
 		return nil, err
 	}
+
+	agg, err := newAggregator(*gc, backend, informerFactory, resolver, cfg.ProxyClientCertFile, cfg.ProxyClientKeyFile,
+		[]*runtime.Scheme{scheme}, generic)
+	if err != nil {
+		generic.Destroy()
+		return nil, err
+	}
+	s.aggregator = agg
+	s.Generic = agg.GenericAPIServer
+	if err := s.addAggregatorHooks(cfg); err != nil {
+		s.Generic.Destroy()
+		return nil, err
+	}
 	return s, nil
+}
+
+// baseConfig is what every server of the chain shares: serving, version,
+// authentication, authorization and the handler chain.
+func baseConfig(cfg Config, codecs serializer.CodecFactory) (*genericapiserver.Config, error) {
+	gc := genericapiserver.NewConfig(codecs)
+	if err := applyServing(gc, cfg); err != nil {
+		return nil, err
+	}
+	gc.EffectiveVersion = newEffectiveVersion(cfg.Version)
+	// One aggregated discovery document for the whole chain: each server
+	// adds its groups, the aggregator serves it.
+	gc.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
+	gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		return genericapiserver.DefaultBuildHandlerChain(withPatchErrors(h, codecs), c)
+	}
+	gc.PublicAddress = net.IP(cfg.PublicAddress.AsSlice())
+	gc.ShutdownDelayDuration = cfg.ShutdownDelay
+	gc.ShutdownWatchTerminationGracePeriod = cfg.ShutdownWatchTerminationGracePeriod
+	gc.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
+	authn, err := newAuthenticator(gc.SecureServing.ClientCA.(dynamiccertificates.CAContentProvider).VerifyOptions, cfg.TokenAuthFile)
+	if err != nil {
+		return nil, err
+	}
+	gc.Authentication.Authenticator = authn
+	return gc, nil
 }
 
 // applyServing sets up TLS serving, the loopback client and its SNI
@@ -268,7 +329,22 @@ func applyServing(gc *genericapiserver.Config, cfg Config) error {
 // Run serves until ctx is done, then shuts down gracefully: pre-shutdown
 // hooks, drain, stop. It returns once the server has stopped.
 func (s *Server) Run(ctx context.Context) error {
-	return s.Generic.PrepareRun().RunWithContext(ctx)
+	prepared, err := s.aggregator.PrepareRun()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- prepared.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case err := <-s.failed:
+		cancel()
+		<-done
+		return err
+	}
 }
 
 // effectiveVersion serves kubeboot's version at /version while keeping the

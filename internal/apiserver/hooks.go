@@ -4,16 +4,24 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/util/wait"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/discovery"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+	"k8s.io/kube-aggregator/pkg/controllers/autoregister"
 
+	"github.com/kubeboot/kubeboot/internal/controller/apiservices"
 	"github.com/kubeboot/kubeboot/internal/controller/clusterauthentication"
 	"github.com/kubeboot/kubeboot/internal/controller/defaultservicecidr"
 	"github.com/kubeboot/kubeboot/internal/controller/identitylease"
@@ -21,6 +29,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/controller/legacytokentracking"
 	"github.com/kubeboot/kubeboot/internal/controller/namespace"
 	"github.com/kubeboot/kubeboot/internal/controller/systemnamespaces"
+	"github.com/kubeboot/kubeboot/internal/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
 )
 
@@ -38,6 +47,9 @@ const (
 	hookNamespaceController = "start-namespace-controller"
 	hookRepair              = "start-service-ip-repair-controllers"
 	hookServiceCIDR         = "start-kubernetes-service-cidr-controller"
+	hookAutoregistration    = "kube-apiserver-autoregistration"
+	// Not kube-apiserver's: --crd-dir.
+	hookCRDInstaller = "install-crds-from-dir"
 )
 
 // addHooks registers the bootstrap controllers as post-start hooks, and
@@ -47,7 +59,7 @@ const (
 func (s *Server) addHooks(cfg Config) error {
 	broadcaster := record.NewBroadcaster(record.WithContext(context.Background()))
 	recorder := broadcaster.NewRecorder(s.Scheme, corev1.EventSource{Component: "kube-apiserver"})
-	s.Generic.RegisterDestroyFunc(broadcaster.Shutdown)
+	s.core.RegisterDestroyFunc(broadcaster.Shutdown)
 
 	namespaces := systemnamespaces.New(s.Client, cfg.SystemNamespacesInterval)
 	reconciler, err := s.newReconciler(cfg)
@@ -75,7 +87,7 @@ func (s *Server) addHooks(cfg Config) error {
 	}
 	cidr := defaultservicecidr.New(s.Client, cfg.ServiceCIDRs.All(), recorder, 0)
 	repairs := s.newRepairs(cfg, recorder)
-	authInfo := clusterauthentication.New(s.Client, cfg.ClientCA, 0)
+	authInfo := clusterauthentication.New(s.Client, cfg.ClientCA, &clusterauthentication.RequestHeader{CA: cfg.RequestHeaderCA, AllowedNames: []string{"front-proxy-client"}}, 0)
 	tokenTracking := legacytokentracking.New(s.Client, 0)
 
 	hooks := []struct {
@@ -89,7 +101,7 @@ func (s *Server) addHooks(cfg Config) error {
 		}},
 		{hookIdentityLease, func(hc genericapiserver.PostStartHookContext) error {
 			identitylease.Start(hc, s.Client, identitylease.Config{
-				ID:          s.Generic.APIServerID,
+				ID:          s.core.APIServerID,
 				PeerAddress: net.JoinHostPort(cfg.PublicAddress.String(), portStr),
 				GCPeriod:    cfg.IdentityLeaseGCPeriod,
 			})
@@ -107,11 +119,11 @@ func (s *Server) addHooks(cfg Config) error {
 		}},
 	}
 	for _, h := range hooks {
-		if err := s.Generic.AddPostStartHook(h.name, h.fn); err != nil {
+		if err := s.core.AddPostStartHook(h.name, stopIsNotFailure(h.fn)); err != nil {
 			return fmt.Errorf("adding post-start hook %s: %w", h.name, err)
 		}
 	}
-	return s.Generic.AddPreShutdownHook(hookBootstrap, func() error {
+	return s.core.AddPreShutdownHook(hookBootstrap, func() error {
 		// A failure here must not turn a clean stop into an error exit:
 		// the endpoint lease expires on its own.
 		if err := bootstrap.Stop(context.Background()); err != nil {
@@ -119,6 +131,94 @@ func (s *Server) addHooks(cfg Config) error {
 		}
 		return nil
 	})
+}
+
+// addAggregatorHooks registers what needs the front of the chain: the
+// APIServices of every served group version (kube-apiserver's
+// autoregistration), and readiness until they are all Available.
+func (s *Server) addAggregatorHooks(cfg Config) error {
+	client, err := aggregatorclient.NewForConfig(s.internalClient)
+	if err != nil {
+		return fmt.Errorf("apiregistration client: %w", err)
+	}
+	apiServiceInformer := s.aggregator.APIRegistrationInformers.Apiregistration().V1().APIServices()
+	autoreg := autoregister.NewAutoRegisterController(apiServiceInformer, client.ApiregistrationV1())
+	builtin := apiservices.RegisterBuiltin(autoreg)
+	crds, err := apiservices.NewCRDs(s.crds.Informers.Apiextensions().V1().CustomResourceDefinitions(), autoreg)
+	if err != nil {
+		return err
+	}
+	if err := s.Generic.AddPostStartHook(hookAutoregistration, func(hc genericapiserver.PostStartHookContext) error {
+		go autoreg.Run(5, hc.Done())
+		go crds.Run(hc)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if len(cfg.CRDs) > 0 {
+		if err := s.addCRDInstaller(cfg.CRDs); err != nil {
+			return err
+		}
+	}
+	lister := apiServiceInformer.Lister()
+	return s.Generic.AddReadyzChecks(healthz.NamedCheck("autoregister-completion", func(*http.Request) error {
+		for _, name := range builtin {
+			svc, err := lister.Get(name)
+			if err != nil {
+				return fmt.Errorf("APIService %s: %w", name, err)
+			}
+			if !apiservices.Available(svc) {
+				return fmt.Errorf("APIService %s is not available yet", name)
+			}
+		}
+		return nil
+	}))
+}
+
+// addCRDInstaller installs the --crd-dir CRDs once the chain serves. The
+// hook returns when they are established and in discovery, so /readyz
+// waits for them; a refused CRD stops the server through s.failed.
+func (s *Server) addCRDInstaller(crds []crdinstall.CRD) error {
+	client, err := apiextensionsclient.NewForConfig(s.internalClient)
+	if err != nil {
+		return fmt.Errorf("apiextensions client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(s.internalClient)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	return s.Generic.AddPostStartHook(hookCRDInstaller, func(hc genericapiserver.PostStartHookContext) error {
+		err := crdinstall.Install(hc, client.ApiextensionsV1(), disco, crds)
+		if err == nil {
+			klog.FromContext(hc).Info("Installed CustomResourceDefinitions", "count", len(crds))
+			return nil
+		}
+		// Let the rest of the start-up finish first: the libraries' hooks
+		// end the process when stopped half-way.
+		othersReady := func(ctx context.Context) (bool, error) {
+			return s.readyExcept(ctx, "poststarthook/"+hookCRDInstaller), nil
+		}
+		if wait.PollUntilContextCancel(hc, 50*time.Millisecond, true, othersReady) == nil {
+			s.failed <- fmt.Errorf("--crd-dir: %w", err)
+		}
+		// Never report ready with CRDs missing.
+		<-hc.Done()
+		return nil
+	})
+}
+
+// stopIsNotFailure makes a hook that fails because the server is stopping
+// return nil: the generic server ends the process on a hook error, and a
+// stop during start-up is not one.
+func stopIsNotFailure(fn genericapiserver.PostStartHookFunc) genericapiserver.PostStartHookFunc {
+	return func(hc genericapiserver.PostStartHookContext) error {
+		err := fn(hc)
+		if err != nil && hc.Err() != nil {
+			klog.FromContext(hc).V(2).Info("Post-start hook stopped with the server", "err", err)
+			return nil
+		}
+		return err
+	}
 }
 
 // newReconciler builds the --endpoint-reconciler-type reconciler.
@@ -140,9 +240,19 @@ func (s *Server) newReconciler(cfg Config) (reconcilers.EndpointReconciler, erro
 
 // ready reports whether this server's /readyz answers 200.
 func (s *Server) ready(ctx context.Context) bool {
+	return s.readyExcept(ctx)
+}
+
+// readyExcept reports whether this server's /readyz, without the named
+// checks, answers 200.
+func (s *Server) readyExcept(ctx context.Context, exclude ...string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var code int
-	s.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&code)
+	req := s.Client.CoreV1().RESTClient().Get().AbsPath("/readyz")
+	for _, e := range exclude {
+		req = req.Param("exclude", e)
+	}
+	req.Do(ctx).StatusCode(&code)
 	return code == 200
 }

@@ -41,7 +41,12 @@ type KeyPair struct {
 
 // EnsureCA loads the CA from dir/ca.crt and dir/ca.key, or creates it.
 func EnsureCA(dir, commonName string) (*KeyPair, error) {
-	certPath, keyPath := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	return EnsureNamedCA(dir, "ca", commonName)
+}
+
+// EnsureNamedCA loads the CA from dir/<name>.crt and .key, or creates it.
+func EnsureNamedCA(dir, name, commonName string) (*KeyPair, error) {
+	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	if err := pairPresent(certPath, keyPath); err != nil {
 		// A CA certificate without its key (or the reverse) is someone's
 		// CA half copied: never replace it.

@@ -58,6 +58,15 @@ type Backend struct {
 	destroys []func()
 }
 
+// WithSerializer returns a Backend on the same client and settings whose
+// objects are encoded by serializer (another server's scheme in the
+// chain). It runs no compactor of its own.
+func (b *Backend) WithSerializer(serializer runtime.StorageSerializer) *Backend {
+	cfg := b.cfg
+	cfg.Serializer = serializer
+	return &Backend{cfg: cfg, kclient: b.kclient, compactor: b.compactor}
+}
+
 // New returns a Backend. Call Destroy when the server stops.
 func New(cfg Config) (*Backend, error) {
 	if cfg.Client == nil {

@@ -47,6 +47,8 @@ type APIServer struct {
 	TokenAuthFile string
 	ClientCAFile  string
 
+	CRDDir string
+
 	EventTTL              time.Duration
 	WatchCache            bool
 	ShutdownDelayDuration time.Duration
@@ -105,6 +107,8 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "If set, the file that will be used to secure the secure port of the API server via token authentication (CSV: token,user,uid,\"group1,group2\").")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "If set, any request presenting a client certificate signed by one of the authorities in this file is authenticated (in addition to the generated CA).")
+
+	fs.StringVar(&o.CRDDir, "crd-dir", o.CRDDir, "If set, a directory of CustomResourceDefinition manifests (.yaml, .yml, .json) to install at start; the server is ready only once they are established.")
 
 	fs.DurationVar(&o.EventTTL, "event-ttl", o.EventTTL, "Amount of time to retain events.")
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "Enable watch caching in the apiserver.")
@@ -180,6 +184,7 @@ func (o *APIServer) Config() controlplane.Config {
 
 		TokenAuthFile:         o.TokenAuthFile,
 		ClientCAFile:          o.ClientCAFile,
+		CRDDir:                o.CRDDir,
 		EventTTL:              o.EventTTL,
 		DisableWatchCache:     !o.WatchCache,
 		ShutdownDelayDuration: o.ShutdownDelayDuration,

@@ -7,7 +7,9 @@ package clusterauthentication
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/pem"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,19 +28,65 @@ const (
 	configMapNamespace = metav1.NamespaceSystem
 )
 
-// Controller keeps the ConfigMap holding at least our client CAs.
-type Controller struct {
-	client   kubernetes.Interface
-	clientCA []byte
-	interval time.Duration
+// Request header keys: how extension apiservers authenticate requests the
+// aggregator proxies to them (the front proxy's client certificate, and the
+// headers that carry the user).
+const (
+	RequestHeaderCAKey           = "requestheader-client-ca-file"
+	RequestHeaderAllowedNamesKey = "requestheader-allowed-names"
+	RequestHeaderUsernameKey     = "requestheader-username-headers"
+	RequestHeaderUIDKey          = "requestheader-uid-headers"
+	RequestHeaderGroupKey        = "requestheader-group-headers"
+	RequestHeaderExtraPrefixKey  = "requestheader-extra-headers-prefix"
+)
+
+// RequestHeader is the aggregator's side of the request header contract.
+type RequestHeader struct {
+	// CA signs the aggregator's client certificate (PEM).
+	CA []byte
+	// AllowedNames are the common names that certificate may carry.
+	AllowedNames []string
 }
 
-// New returns a controller publishing clientCA (PEM).
-func New(client kubernetes.Interface, clientCA []byte, interval time.Duration) *Controller {
+// Controller keeps the ConfigMap holding at least our client CAs and the
+// aggregator's request header settings.
+type Controller struct {
+	client        kubernetes.Interface
+	clientCA      []byte
+	requestHeader *RequestHeader
+	interval      time.Duration
+}
+
+// New returns a controller publishing clientCA (PEM) and, when set, the
+// request header settings.
+func New(client kubernetes.Interface, clientCA []byte, requestHeader *RequestHeader, interval time.Duration) *Controller {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	return &Controller{client: client, clientCA: clientCA, interval: interval}
+	return &Controller{client: client, clientCA: clientCA, requestHeader: requestHeader, interval: interval}
+}
+
+// want returns the ConfigMap's data merged with ours.
+func (c *Controller) want(have map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range have {
+		out[k] = v
+	}
+	out[ClientCAKey] = string(mergeBundles([]byte(have[ClientCAKey]), c.clientCA))
+	if rh := c.requestHeader; rh != nil {
+		out[RequestHeaderCAKey] = string(mergeBundles([]byte(have[RequestHeaderCAKey]), rh.CA))
+		out[RequestHeaderAllowedNamesKey] = jsonList(rh.AllowedNames)
+		out[RequestHeaderUsernameKey] = jsonList([]string{"X-Remote-User"})
+		out[RequestHeaderUIDKey] = jsonList([]string{"X-Remote-Uid"})
+		out[RequestHeaderGroupKey] = jsonList([]string{"X-Remote-Group"})
+		out[RequestHeaderExtraPrefixKey] = jsonList([]string{"X-Remote-Extra-"})
+	}
+	return out
+}
+
+func jsonList(ss []string) string {
+	b, _ := json.Marshal(ss)
+	return string(b)
 }
 
 // Start writes the ConfigMap once (retrying until it succeeds or ctx
@@ -68,7 +116,7 @@ func (c *Controller) sync(ctx context.Context) error {
 	if apierrors.IsNotFound(err) {
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: configMapNamespace},
-			Data:       map[string]string{ClientCAKey: string(mergeBundles(nil, c.clientCA))},
+			Data:       c.want(nil),
 		}
 		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 		return err
@@ -76,15 +124,12 @@ func (c *Controller) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	merged := mergeBundles([]byte(cur.Data[ClientCAKey]), c.clientCA)
-	if string(merged) == cur.Data[ClientCAKey] {
+	want := c.want(cur.Data)
+	if maps.Equal(want, cur.Data) {
 		return nil
 	}
 	next := cur.DeepCopy()
-	if next.Data == nil {
-		next.Data = map[string]string{}
-	}
-	next.Data[ClientCAKey] = string(merged)
+	next.Data = want
 	_, err = cms.Update(ctx, next, metav1.UpdateOptions{})
 	return err
 }

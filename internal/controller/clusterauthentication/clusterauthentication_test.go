@@ -165,7 +165,7 @@ func TestSync(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctxFor(t)
 			before := setConfigMap(t, tc.initial, tc.exists)
-			c := clusterauthentication.New(client, tc.ca, time.Hour)
+			c := clusterauthentication.New(client, tc.ca, nil, time.Hour)
 			if err := c.Sync(ctx); err != nil {
 				t.Fatalf("sync: %v", err)
 			}
@@ -200,7 +200,7 @@ func TestTwoAPIServers(t *testing.T) {
 	ctx := ctxFor(t)
 	a, b := newCA(t, "a"), newCA(t, "b")
 	setConfigMap(t, nil, false)
-	ca, cb := clusterauthentication.New(client, a, time.Hour), clusterauthentication.New(client, b, time.Hour)
+	ca, cb := clusterauthentication.New(client, a, nil, time.Hour), clusterauthentication.New(client, b, nil, time.Hour)
 	for range 2 {
 		for _, c := range []*clusterauthentication.Controller{ca, cb} {
 			if err := c.Sync(ctx); err != nil {
@@ -219,7 +219,7 @@ func TestStart(t *testing.T) {
 	defer cancel()
 	ours, other := newCA(t, "ours"), newCA(t, "other")
 	setConfigMap(t, nil, false)
-	if err := clusterauthentication.New(client, ours, 100*time.Millisecond).Start(ctx); err != nil {
+	if err := clusterauthentication.New(client, ours, nil, 100*time.Millisecond).Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := getConfigMap(t); got == nil || got.Data[clusterauthentication.ClientCAKey] != string(ours) {
