@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	cacherstorage "k8s.io/apiserver/pkg/storage/cacher"
 	"k8s.io/apiserver/pkg/storage/etcd3"
+	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
@@ -80,6 +81,13 @@ func New(cfg Config) (*Backend, error) {
 	}
 	kc := &kubernetes.Client{Client: cfg.Client}
 	kc.Kubernetes = kc
+	if len(cfg.Client.Endpoints()) == 0 {
+		// The watch cache serves consistent and streaming lists only once
+		// it knows etcd answers progress requests, which the library learns
+		// by asking each endpoint for its version; an in-process client
+		// (embedded etcd) has no endpoint to ask.
+		etcdfeature.DefaultFeatureSupportChecker.CheckClient(cfg.Client.Ctx(), inProcessEndpoint{cfg.Client}, storage.RequestWatchProgress)
+	}
 	b := &Backend{cfg: cfg, kclient: kc}
 	if cfg.CompactionInterval > 0 {
 		c := etcd3.StartCompactorPerEndpoint(cfg.Client, cfg.CompactionInterval)
@@ -206,3 +214,9 @@ func (b *Backend) Destroy() {
 	}
 	b.destroys = nil
 }
+
+// inProcessEndpoint names the one endpoint of an in-process etcd client,
+// whose maintenance calls reach its server whatever the endpoint.
+type inProcessEndpoint struct{ *clientv3.Client }
+
+func (inProcessEndpoint) Endpoints() []string { return []string{"in-process"} }
