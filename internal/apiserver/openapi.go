@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/kube-openapi/pkg/handler3"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/utils/ptr"
 )
 
 // installOpenAPI serves /openapi/v2 and /openapi/v3 as the generic server
@@ -25,8 +27,17 @@ import (
 func installOpenAPI(s *genericapiserver.GenericAPIServer, v2 *common.Config, v3 *common.OpenAPIV3Config) error {
 	services := s.Handler.GoRestfulContainer.RegisteredWebServices()
 	etag := uuid.NewString() // the served APIs never change in a process
+	// builder3 deletes extensions from the definitions it is given while
+	// built documents (which point into them) are being marshalled: each
+	// build gets definitions of its own, and builds run one at a time to
+	// bound memory when the aggregator asks for every document at once.
+	v3 = ptr.To(*v3)
+	v3.Definitions = nil
+	var building sync.Mutex
 
 	v2Spec := cached.Once(cached.Func(func() (*spec.Swagger, string, error) {
+		building.Lock()
+		defer building.Unlock()
 		sw, err := builder2.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices(services), v2)
 		if err != nil {
 			return nil, "", err
@@ -45,6 +56,8 @@ func installOpenAPI(s *genericapiserver.GenericAPIServer, v2 *common.Config, v3 
 		one := services[:0:0]
 		one = append(one, ws)
 		v3Service.UpdateGroupVersionLazy(gv, cached.Once(cached.Func(func() (*spec3.OpenAPI, string, error) {
+			building.Lock()
+			defer building.Unlock()
 			doc, err := builder3.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices(one), v3)
 			if err != nil {
 				return nil, "", err
