@@ -79,13 +79,18 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	}
 
 	s.api, err = apiserver.New(apiserver.Config{
-		Listener:      s.listener,
-		ServingCert:   certs.serving.CertPEM,
-		ServingKey:    certs.serving.KeyPEM,
-		ClientCA:      certs.clientCA,
-		LoopbackCert:  certs.loopback.CertPEM,
-		LoopbackKey:   certs.loopback.KeyPEM,
-		LoopbackCA:    certs.ca.CertPEM,
+		Listener:     s.listener,
+		ServingCert:  certs.serving.CertPEM,
+		ServingKey:   certs.serving.KeyPEM,
+		ClientCA:     certs.clientCA,
+		LoopbackCert: certs.loopback.CertPEM,
+		LoopbackKey:  certs.loopback.KeyPEM,
+		LoopbackCA:   certs.ca.CertPEM,
+
+		ProxyClientCertFile: certs.frontProxyCert,
+		ProxyClientKeyFile:  certs.frontProxyKey,
+		RequestHeaderCA:     certs.frontProxyCA.CertPEM,
+
 		TokenAuthFile: cfg.TokenAuthFile,
 		PublicAddress: cfg.advertiseAddr,
 		Etcd:          s.etcdCli,
