@@ -33,6 +33,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/network"
+	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/registry/event"
 	"github.com/kubeboot/kubeboot/internal/registry/ipaddress"
@@ -323,6 +324,22 @@ func applyServing(gc *genericapiserver.Config, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("loopback client: %w", err)
 	}
+	certs, err := pki.ParseCertificates("loopback certificate", cfg.LoopbackCert)
+	if err != nil {
+		return err
+	}
+	// As kube-apiserver: a server that outlives its loopback certificate
+	// cannot reach itself, so liveness fails and a supervisor restarts it
+	// (which issues a new one).
+	expires := certs[0].NotAfter
+	check := healthz.NamedCheck("loopback-serving-certificate", func(*http.Request) error {
+		if time.Now().After(expires) {
+			return errors.New("loopback serving certificate is expired")
+		}
+		return nil
+	})
+	gc.HealthzChecks = append(gc.HealthzChecks, check)
+	gc.LivezChecks = append(gc.LivezChecks, check)
 	return nil
 }
 

@@ -94,11 +94,9 @@ func (s *Server) addHooks(cfg Config) error {
 		name string
 		fn   genericapiserver.PostStartHookFunc
 	}{
+		// In kube-apiserver's order, which /readyz?verbose lists.
 		{hookSystemNamespaces, func(hc genericapiserver.PostStartHookContext) error { return namespaces.Start(hc) }},
-		{hookBootstrap, func(hc genericapiserver.PostStartHookContext) error {
-			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.Client.CoreV1().Events("")})
-			return bootstrap.Start(hc)
-		}},
+		{hookClusterAuthInfo, func(hc genericapiserver.PostStartHookContext) error { return authInfo.Start(hc) }},
 		{hookIdentityLease, func(hc genericapiserver.PostStartHookContext) error {
 			identitylease.Start(hc, s.Client, identitylease.Config{
 				ID:          s.core.APIServerID,
@@ -110,10 +108,13 @@ func (s *Server) addHooks(cfg Config) error {
 		// The collector runs with the lease controller; the hook keeps
 		// upstream's readiness check name.
 		{hookIdentityLeaseGC, func(genericapiserver.PostStartHookContext) error { return nil }},
-		{hookClusterAuthInfo, func(hc genericapiserver.PostStartHookContext) error { return authInfo.Start(hc) }},
 		{hookLegacyTokenTracking, func(hc genericapiserver.PostStartHookContext) error { return tokenTracking.Start(hc) }},
-		{hookServiceCIDR, func(hc genericapiserver.PostStartHookContext) error { return cidr.Start(hc) }},
 		{hookRepair, func(hc genericapiserver.PostStartHookContext) error { return repairs.start(hc) }},
+		{hookBootstrap, func(hc genericapiserver.PostStartHookContext) error {
+			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.Client.CoreV1().Events("")})
+			return bootstrap.Start(hc)
+		}},
+		{hookServiceCIDR, func(hc genericapiserver.PostStartHookContext) error { return cidr.Start(hc) }},
 		{hookNamespaceController, func(hc genericapiserver.PostStartHookContext) error {
 			return finalizer.Start(hc, nsInformer.Informer().HasSynced)
 		}},
@@ -161,7 +162,9 @@ func (s *Server) addAggregatorHooks(cfg Config) error {
 		}
 	}
 	lister := apiServiceInformer.Lister()
-	return s.Generic.AddReadyzChecks(healthz.NamedCheck("autoregister-completion", func(*http.Request) error {
+	// A boot-sequence check, as kube-apiserver's: on /readyz, and on /livez
+	// once the grace period has passed.
+	return s.Generic.AddBootSequenceHealthChecks(healthz.NamedCheck("autoregister-completion", func(*http.Request) error {
 		for _, name := range builtin {
 			svc, err := lister.Get(name)
 			if err != nil {

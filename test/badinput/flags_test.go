@@ -31,6 +31,13 @@ func TestBadFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(files, "missing")
+	badCRDs := filepath.Join(files, "crds")
+	if err := os.Mkdir(badCRDs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(badCRDs, "crd.yaml"), []byte("apiVersion: apiextensions.k8s.io/v1\nkind: [CustomResourceDefinition\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name string
@@ -89,6 +96,9 @@ func TestBadFlags(t *testing.T) {
 		{"token file that is not a token CSV", []string{"--token-auth-file=" + badCSV}, "--token-auth-file"},
 		{"missing client CA file", []string{"--client-ca-file=" + missing}, "--client-ca-file"},
 		{"client CA file that is not PEM", []string{"--client-ca-file=" + notPEM}, "--client-ca-file"},
+		{"missing CRD directory", []string{"--crd-dir=" + missing}, "--crd-dir"},
+		{"CRD directory that is a file", []string{"--crd-dir=" + someFile}, "--crd-dir"},
+		{"CRD directory with a malformed manifest", []string{"--crd-dir=" + badCRDs}, "--crd-dir"},
 		{"etcd CA file without etcd servers", []string{"--etcd-cafile=" + someFile}, "--etcd-cafile"},
 		{"etcd certificate without its key", []string{"--etcd-servers=https://127.0.0.1:1", "--etcd-certfile=" + someFile}, "--etcd-keyfile"},
 	}
