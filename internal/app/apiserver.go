@@ -18,12 +18,18 @@ import (
 
 // gcPercent is the garbage collector's target when GOGC is not set: a
 // control plane mostly idles, so a smaller heap is worth a little more GC
-// work (the Go default is 100).
-const gcPercent = 50
+// work (the Go default is 100). Start-up allocates much and keeps little,
+// on a deadline: until the server is ready the collector runs at
+// startupGCPercent instead.
+const (
+	gcPercent        = 50
+	startupGCPercent = 400
+)
 
 // releaseStartupMemory gives back, once the server is ready and its first
-// controller passes are done, the executable pages only start-up needed.
-func releaseStartupMemory(ctx context.Context, ready <-chan struct{}) {
+// controller passes are done, the executable pages only start-up needed
+// and, unless GOGC is set, the heap start-up left behind.
+func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, tuneGC bool) {
 	select {
 	case <-ready:
 	case <-ctx.Done():
@@ -33,6 +39,10 @@ func releaseStartupMemory(ctx context.Context, ready <-chan struct{}) {
 	case <-time.After(time.Second):
 	case <-ctx.Done():
 		return
+	}
+	if tuneGC {
+		debug.SetGCPercent(gcPercent)
+		debug.FreeOSMemory()
 	}
 	n, err := memtrim.ReleaseStartupPages()
 	klog.FromContext(ctx).V(2).Info("Released start-up pages of the executable", "bytes", n, "err", err)
@@ -48,8 +58,9 @@ func newAPIServerCommand() *cobra.Command {
 certificates and admin.kubeconfig are generated there on first start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(gcPercent)
+			tuneGC := os.Getenv("GOGC") == ""
+			if tuneGC {
+				debug.SetGCPercent(startupGCPercent)
 			}
 			if err := o.Validate(); err != nil {
 				return err
@@ -68,7 +79,7 @@ certificates and admin.kubeconfig are generated there on first start.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "kubeboot apiserver serving on %s\nadmin kubeconfig: %s\n", srv.URL(), srv.AdminKubeconfig())
-			go releaseStartupMemory(ctx, srv.Ready())
+			go releaseStartupMemory(ctx, srv.Ready(), tuneGC)
 			return srv.Run(ctx)
 		},
 	}
