@@ -52,6 +52,14 @@ func ValidateService(svc *corev1.Service) field.ErrorList {
 	return validateService(svc, nil)
 }
 
+// ValidateServiceMetadata validates a new Service's metadata alone. The
+// allocators run before the full validation (which needs the allocated
+// values) and record the Service's name, so a bad name must be refused
+// first.
+func ValidateServiceMetadata(svc *corev1.Service) field.ErrorList {
+	return validateObjectMeta(&svc.ObjectMeta, true, apimachineryvalidation.NameIsDNSLabel)
+}
+
 // ValidateServiceUpdate validates an update of a Service: everything
 // ValidateService checks, plus what may not change (the primary cluster IP
 // and IP family, the load balancer class, the health check node port).

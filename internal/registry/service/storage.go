@@ -5,12 +5,14 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/klog/v2"
 
+	"github.com/kubeboot/kubeboot/internal/api/validation"
 	"github.com/kubeboot/kubeboot/internal/printers"
 	"github.com/kubeboot/kubeboot/internal/registry"
 )
@@ -53,6 +55,9 @@ func (h hooks) beginCreate(ctx context.Context, obj runtime.Object, options *met
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
 		return nil, fmt.Errorf("not a service: %T", obj)
+	}
+	if errs := validation.ValidateServiceMetadata(svc); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), svc.Name, errs)
 	}
 	txn, err := h.alloc.Create(ctx, svc, len(options.DryRun) > 0)
 	if err != nil {

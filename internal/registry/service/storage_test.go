@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +85,25 @@ func TestStorageRefusedCreateReleases(t *testing.T) {
 	}
 	if ips, ports := c.heldIPs(t), c.heldPorts(t); len(ips) != 0 || len(ports) != 0 {
 		t.Errorf("a refused create left IPs %v and ports %v allocated", ips, ports)
+	}
+}
+
+// A Service without a valid name is refused before anything is allocated
+// (an allocation records the name), with the name's own validation error.
+func TestStorageBadNameRefusedBeforeAllocating(t *testing.T) {
+	c := newCluster(t, defaultPorts, dualStack46...)
+	st := newStorage(t, c)
+	for _, tc := range []struct{ name, want string }{
+		{"", "metadata.name: Required value: name or generateName is required"},
+		{"Not_A_Label", `metadata.name: Invalid value: "Not_A_Label"`},
+	} {
+		_, err := storeCreate(t, st, newService(tc.name, ofType(corev1.ServiceTypeNodePort)))
+		if err == nil || statusOf(t, err).Code != 422 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("create of a Service named %q = %v, want 422 with %q", tc.name, err, tc.want)
+		}
+	}
+	if ips, ports := c.heldIPs(t), c.heldPorts(t); len(ips) != 0 || len(ports) != 0 {
+		t.Errorf("refused creates left IPs %v and ports %v allocated", ips, ports)
 	}
 }
 
