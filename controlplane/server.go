@@ -24,16 +24,18 @@ import (
 
 // Server is a control plane ready to Run.
 type Server struct {
-	cfg       *completedConfig
-	api       *apiserver.Server
-	etcd      *etcd.Server     // nil with external etcd
-	etcdCli   *clientv3.Client // owned here only for external etcd
-	listener  net.Listener
-	url       string
-	admin     *rest.Config
-	ready     chan struct{}
-	ran       bool // Run was called: the generic server destroys its own storage
-	closeOnce sync.Once
+	cfg      *completedConfig
+	api      *apiserver.Server
+	etcd     *etcd.Server     // nil with external etcd
+	etcdCli  *clientv3.Client // owned here only for external etcd
+	listener net.Listener
+	url      string
+	admin    *rest.Config
+	ready    chan struct{}
+	// notifySocket is $NOTIFY_SOCKET as New found it, for READY=1.
+	notifySocket string
+	ran          bool // Run was called: the generic server destroys its own storage
+	closeOnce    sync.Once
 }
 
 // New prepares the data directory, certificates and admin kubeconfig,
@@ -44,7 +46,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		return nil, errors.New("controlplane: New needs a config from Config.Complete")
 	}
 	cfg := c.completedConfig
-	s := &Server{cfg: cfg, ready: make(chan struct{})}
+	s := &Server{cfg: cfg, ready: make(chan struct{}), notifySocket: takeNotifySocket()}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -209,7 +211,7 @@ func (s *Server) watchReady(ctx context.Context) {
 	}
 	close(s.ready)
 	logger.Info("kubeboot apiserver is ready", "url", s.url, "kubeconfig", s.AdminKubeconfig())
-	if err := notifySystemd(); err != nil {
+	if err := notifySystemd(s.notifySocket); err != nil {
 		logger.Error(err, "Notifying systemd")
 	}
 }
@@ -231,10 +233,22 @@ func (s *Server) close() {
 	})
 }
 
-// notifySystemd sends READY=1 to $NOTIFY_SOCKET when systemd (or another
-// supervisor speaking its protocol) set it.
-func notifySystemd() error {
+// takeNotifySocket returns $NOTIFY_SOCKET and unsets it. The generic
+// server sends READY=1 as soon as it serves, while its post-start hooks
+// are still running; systemd must hear it only once /readyz is 200, so
+// the library must not find the socket. (Unsetting it also keeps it from
+// children, as systemd advises.)
+func takeNotifySocket() string {
 	socket := os.Getenv("NOTIFY_SOCKET")
+	if socket != "" {
+		os.Unsetenv("NOTIFY_SOCKET")
+	}
+	return socket
+}
+
+// notifySystemd sends READY=1 to socket (systemd's, or another
+// supervisor's speaking its protocol) when one was given.
+func notifySystemd(socket string) error {
 	if socket == "" {
 		return nil
 	}
