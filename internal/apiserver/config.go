@@ -32,6 +32,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
 	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/crdinstall"
+	"github.com/kubeboot/kubeboot/internal/loopback"
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
@@ -140,6 +141,9 @@ type Server struct {
 	// internalClient is the loopback configuration of the server's own
 	// controllers.
 	internalClient *rest.Config
+	// loopback carries every loopback client's requests to the chain's
+	// handler in-process; Run stops it when the server has stopped.
+	loopback *loopback.Transport
 	// failed carries an error a post-start hook cannot recover from; Run
 	// stops the server and returns it (rather than the process exiting,
 	// so an in-process server fails its caller only).
@@ -158,7 +162,8 @@ func New(cfg Config) (*Server, error) {
 	scheme := api.NewScheme()
 	codecs := api.NewCodecs(scheme)
 
-	gc, err := baseConfig(cfg, codecs)
+	loopbackTransport := &loopback.Transport{}
+	gc, err := baseConfig(cfg, codecs, loopbackTransport)
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +270,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.aggregator = agg
 	s.Generic = agg.GenericAPIServer
+	s.loopback = loopbackTransport
+	loopbackTransport.SetHandler(agg.GenericAPIServer.Handler)
 	if err := s.addAggregatorHooks(cfg); err != nil {
 		s.Generic.Destroy()
 		return nil, err
@@ -274,9 +281,9 @@ func New(cfg Config) (*Server, error) {
 
 // baseConfig is what every server of the chain shares: serving, version,
 // authentication, authorization and the handler chain.
-func baseConfig(cfg Config, codecs serializer.CodecFactory) (*genericapiserver.Config, error) {
+func baseConfig(cfg Config, codecs serializer.CodecFactory, lb *loopback.Transport) (*genericapiserver.Config, error) {
 	gc := genericapiserver.NewConfig(codecs)
-	if err := applyServing(gc, cfg); err != nil {
+	if err := applyServing(gc, cfg, lb); err != nil {
 		return nil, err
 	}
 	gc.EffectiveVersion = newEffectiveVersion(cfg.Version)
@@ -298,9 +305,9 @@ func baseConfig(cfg Config, codecs serializer.CodecFactory) (*genericapiserver.C
 	return gc, nil
 }
 
-// applyServing sets up TLS serving, the loopback client and its SNI
-// certificate.
-func applyServing(gc *genericapiserver.Config, cfg Config) error {
+// applyServing sets up TLS serving, the loopback client (in-process, on
+// lb) and the loopback SNI certificate.
+func applyServing(gc *genericapiserver.Config, cfg Config, lb *loopback.Transport) error {
 	cert, err := dynamiccertificates.NewStaticCertKeyContent("serving-cert", cfg.ServingCert, cfg.ServingKey)
 	if err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
@@ -324,6 +331,11 @@ func applyServing(gc *genericapiserver.Config, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("loopback client: %w", err)
 	}
+	// The server's own clients call its handler chain in-process (see
+	// package loopback); the token still authenticates them. The SNI
+	// certificate stays, as kube-apiserver serves it.
+	gc.LoopbackClientConfig.TLSClientConfig = rest.TLSClientConfig{}
+	gc.LoopbackClientConfig.Transport = lb
 	certs, err := pki.ParseCertificates("loopback certificate", cfg.LoopbackCert)
 	if err != nil {
 		return err
@@ -346,6 +358,18 @@ func applyServing(gc *genericapiserver.Config, cfg Config) error {
 // Run serves until ctx is done, then shuts down gracefully: pre-shutdown
 // hooks, drain, stop. It returns once the server has stopped.
 func (s *Server) Run(ctx context.Context) error {
+	defer s.loopback.SetHandler(nil)
+	// The chain's informers list through the in-process loopback, so they
+	// can start before the server listens: they fill their caches while
+	// PrepareRun builds the OpenAPI documents, and the post-start hooks
+	// find them synced at their first look instead of their next poll
+	// (client-go's WaitForCacheSync polls every 100 ms). The hooks' own
+	// Start calls then find them running. They stop when shutdown begins,
+	// before the server ends their watches.
+	s.informers.Start(ctx.Done())
+	s.crds.Informers.Start(ctx.Done())
+	s.aggregator.APIRegistrationInformers.Start(ctx.Done())
+
 	prepared, err := s.aggregator.PrepareRun()
 	if err != nil {
 		return err
