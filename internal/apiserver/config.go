@@ -363,12 +363,19 @@ func (s *Server) Run(ctx context.Context) error {
 	// can start before the server listens: they fill their caches while
 	// PrepareRun builds the OpenAPI documents, and the post-start hooks
 	// find them synced at their first look instead of their next poll
-	// (client-go's WaitForCacheSync polls every 100 ms). The hooks' own
-	// Start calls then find them running. They stop when shutdown begins,
-	// before the server ends their watches.
-	s.informers.Start(ctx.Done())
-	s.crds.Informers.Start(ctx.Done())
-	s.aggregator.APIRegistrationInformers.Start(ctx.Done())
+	// (client-go's WaitForCacheSync polls every 100 ms). They start once
+	// the watch caches are loaded (a watch on a loading cache is told to
+	// come back in a second); the hooks' own Start calls then find them
+	// running. They stop when shutdown begins, before the server ends
+	// their watches.
+	go func() {
+		if s.storage.WaitForCaches(ctx) != nil {
+			return
+		}
+		s.informers.Start(ctx.Done())
+		s.crds.Informers.Start(ctx.Done())
+		s.aggregator.APIRegistrationInformers.Start(ctx.Done())
+	}()
 
 	prepared, err := s.aggregator.PrepareRun()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/registry/generic"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage"
@@ -57,6 +58,38 @@ type Backend struct {
 
 	mu       sync.Mutex
 	destroys []func()
+	// caches are the watch caches built so far, shared with the
+	// WithSerializer copies.
+	caches *cacheSet
+}
+
+// cacheSet is a set of live watch caches.
+type cacheSet struct {
+	mu  sync.Mutex
+	set map[*cacherstorage.Cacher]struct{}
+}
+
+func (c *cacheSet) add(cacher *cacherstorage.Cacher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.set[cacher] = struct{}{}
+}
+
+func (c *cacheSet) remove(cacher *cacherstorage.Cacher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.set, cacher)
+}
+
+func (c *cacheSet) ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for cacher := range c.set {
+		if !cacher.Ready() {
+			return false
+		}
+	}
+	return true
 }
 
 // WithSerializer returns a Backend on the same client and settings whose
@@ -65,7 +98,7 @@ type Backend struct {
 func (b *Backend) WithSerializer(serializer runtime.StorageSerializer) *Backend {
 	cfg := b.cfg
 	cfg.Serializer = serializer
-	return &Backend{cfg: cfg, kclient: b.kclient, compactor: b.compactor}
+	return &Backend{cfg: cfg, kclient: b.kclient, compactor: b.compactor, caches: b.caches}
 }
 
 // New returns a Backend. Call Destroy when the server stops.
@@ -88,7 +121,7 @@ func New(cfg Config) (*Backend, error) {
 		// (embedded etcd) has no endpoint to ask.
 		etcdfeature.DefaultFeatureSupportChecker.CheckClient(cfg.Client.Ctx(), inProcessEndpoint{cfg.Client}, storage.RequestWatchProgress)
 	}
-	b := &Backend{cfg: cfg, kclient: kc}
+	b := &Backend{cfg: cfg, kclient: kc, caches: &cacheSet{set: map[*cacherstorage.Cacher]struct{}{}}}
 	if cfg.CompactionInterval > 0 {
 		c := etcd3.StartCompactorPerEndpoint(cfg.Client, cfg.CompactionInterval)
 		b.compactor = c
@@ -166,9 +199,11 @@ func (b *Backend) decorator(cached bool) generic.StorageDecorator {
 			return nil, nil, fmt.Errorf("watch cache for %s: %w", config.GroupResource, err)
 		}
 		delegator := cacherstorage.NewCacheDelegator(cacher, raw)
+		b.caches.add(cacher)
 		var once sync.Once
 		return delegator, func() {
 			once.Do(func() {
+				b.caches.remove(cacher)
 				delegator.Stop()
 				cacher.Stop()
 				raw.Close()
@@ -191,6 +226,16 @@ func (b *Backend) Raw(gr schema.GroupResource, resourcePrefix string, newFunc, n
 		return nil, nil, err
 	}
 	return s, destroy, nil
+}
+
+// WaitForCaches returns once every watch cache built so far has loaded
+// its initial list from etcd, or with ctx's error. Until then a cache
+// answers watches (and so informers) with 429 and a Retry-After of at least
+// a second: a client started before the caches are ready loses that second.
+func (b *Backend) WaitForCaches(ctx context.Context) error {
+	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+		return b.caches.ready(), nil
+	})
 }
 
 // Check probes etcd the way kube-apiserver's etcd health check does: one

@@ -1,0 +1,70 @@
+package storage_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apistorage "k8s.io/apiserver/pkg/storage"
+
+	"github.com/kubeboot/kubeboot/internal/api"
+	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/storage"
+)
+
+// TestWaitForCaches checks WaitForCaches returns once the watch caches
+// serve watches (a loading cache answers 429), and forgets the caches
+// that were destroyed.
+func TestWaitForCaches(t *testing.T) {
+	e, err := etcd.Start(context.Background(), etcd.Config{Dir: filepath.Join(t.TempDir(), "etcd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	backend, err := storage.New(storage.Config{Client: e.Client(), Serializer: api.NewCodecs(api.NewScheme()), EnableWatchCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Destroy()
+
+	newStore := func(resource string) (apistorage.Interface, func()) {
+		gr := schema.GroupResource{Resource: resource}
+		opts, err := backend.GetRESTOptions(gr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, destroy, err := opts.Decorator(opts.StorageConfig, opts.ResourcePrefix, nil,
+			func() runtime.Object { return &corev1.ConfigMap{} }, func() runtime.Object { return &corev1.ConfigMapList{} },
+			apistorage.DefaultNamespaceScopedAttr, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, destroy
+	}
+	configMaps, destroyConfigMaps := newStore("configmaps")
+	defer destroyConfigMaps()
+	_, destroySecrets := newStore("secrets")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := backend.WaitForCaches(ctx); err != nil {
+		t.Fatalf("WaitForCaches: %v", err)
+	}
+	w, err := configMaps.Watch(ctx, "/configmaps/", apistorage.ListOptions{ResourceVersion: "0", Recursive: true, Predicate: apistorage.Everything})
+	if err != nil {
+		t.Fatalf("watch once the caches are ready: %v", err)
+	}
+	w.Stop()
+
+	// A destroyed cache is never ready again; it must not hold up the wait.
+	destroySecrets()
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := backend.WaitForCaches(ctx); err != nil {
+		t.Fatalf("WaitForCaches after a cache was destroyed: %v", err)
+	}
+}
