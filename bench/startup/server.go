@@ -148,23 +148,40 @@ func (b *bench) probe(ctx context.Context, url string) (time.Time, bool) {
 	return at, resp.StatusCode == http.StatusOK
 }
 
-// rss returns the resident set size of process pid from /proc.
-func rss(pid int) (int64, error) {
+// memory is a process's resident set: all of it (VmRSS) and its anonymous
+// (heap, stacks) and file-backed (the executable's pages) parts.
+type memory struct{ rss, anon, file int64 }
+
+// residentMemory reads process pid's resident set from /proc.
+func residentMemory(pid int) (memory, error) {
+	var m memory
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return 0, err
+		return m, err
 	}
+	fields := map[string]*int64{"VmRSS:": &m.rss, "RssAnon:": &m.anon, "RssFile:": &m.file}
+	found := 0
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v) // "12345 kB"
-			if len(f) != 2 || f[1] != "kB" {
-				break
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			return kb << 10, err
+		name, value, _ := strings.Cut(line, "\t")
+		dst, ok := fields[name]
+		if !ok {
+			continue
 		}
+		f := strings.Fields(value) // "12345 kB"
+		if len(f) != 2 || f[1] != "kB" {
+			return m, fmt.Errorf("unexpected %s line %q in /proc/%d/status", name, line, pid)
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return m, err
+		}
+		*dst = kb << 10
+		found++
 	}
-	return 0, errors.New("no VmRSS in /proc/" + strconv.Itoa(pid) + "/status")
+	if found != len(fields) {
+		return m, errors.New("no VmRSS, RssAnon or RssFile in /proc/" + strconv.Itoa(pid) + "/status")
+	}
+	return m, nil
 }
 
 // logTail is an io.Writer for the server's stderr. It keeps the last
