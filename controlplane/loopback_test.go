@@ -1,15 +1,15 @@
-package controlplane
+package controlplane_test
 
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/loopback"
 )
 
@@ -18,20 +18,13 @@ import (
 // (which is what lets the chain's informers sync while it prepares to
 // run), and refused once it has stopped.
 func TestLoopbackServesBeforeListening(t *testing.T) {
-	cfg, err := Config{
-		DataDir: t.TempDir(), BindAddress: net.IPv4(127, 0, 0, 1), UseFreePort: true,
-		AdvertiseAddress: net.IPv4(192, 0, 2, 1), ServiceClusterIPRange: "10.0.0.0/24",
-	}.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := New(ctx, cfg)
+	srv, err := controlplane.New(ctx, testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := kubernetes.NewForConfig(srv.api.Loopback)
+	client, err := kubernetes.NewForConfig(controlplane.LoopbackConfig(srv))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,15 +25,8 @@ func TestNotifiesSystemdWhenReady(t *testing.T) {
 	defer conn.Close()
 	t.Setenv("NOTIFY_SOCKET", path)
 
-	cfg, err := controlplane.Config{
-		DataDir: t.TempDir(), BindAddress: net.IPv4(127, 0, 0, 1), UseFreePort: true,
-		AdvertiseAddress: net.IPv4(192, 0, 2, 1), ServiceClusterIPRange: "10.0.0.0/24",
-	}.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := controlplane.New(ctx, cfg)
+	srv, err := controlplane.New(ctx, testConfig(t))
 	if err != nil {
 		cancel()
 		t.Fatal(err)
