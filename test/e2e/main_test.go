@@ -22,12 +22,13 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeboot/kubeboot/test/harness"
 )
 
 const (
@@ -81,7 +82,7 @@ func runSuite(m *testing.M) int {
 	defer os.RemoveAll(tmp)
 
 	start := time.Now()
-	bin, err := buildKubeboot(tmp)
+	bin, err := harness.Build(tmp)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build:", err)
 		return 1
@@ -102,112 +103,44 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: FAIL: server not ready after the suite:", err)
 		code = 1
 	}
-	if err := srv.stop(stopTimeout); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: FAIL: stop:", err)
-		fmt.Fprintln(os.Stderr, srv.logTail())
+	stopped := time.Now()
+	if err := srv.Terminate(stopTimeout); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: kubeboot did not exit 0 within %s of SIGTERM: %v\n%s\n", stopTimeout, err, logTail(srv))
 		code = 1
+	} else {
+		fmt.Fprintf(os.Stderr, "e2e: kubeboot exited 0 %s after SIGTERM\n", time.Since(stopped).Round(time.Millisecond))
 	}
 	return code
 }
 
-// moduleRoot finds the directory holding go.mod: `go env GOMOD` first,
-// walking up from the working directory otherwise.
-func moduleRoot() (string, error) {
-	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
-		gomod := strings.TrimSpace(string(out))
-		if gomod != "" && gomod != os.DevNull {
-			return filepath.Dir(gomod), nil
-		}
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// buildKubeboot runs `go build -o <tmp>/kubeboot ./cmd/kubeboot`.
-func buildKubeboot(tmp string) (string, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(tmp, "kubeboot")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/kubeboot")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/kubeboot in %s: %v\n%s", root, err, out)
-	}
-	return bin, nil
-}
-
-// server is the running kubeboot process.
-type server struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{} // closed when the process has exited
-	waitErr error
-}
-
 var servingRE = regexp.MustCompile(`kubeboot apiserver serving on (https://127\.0\.0\.1:(\d+))`)
 
-// startServer starts kubeboot on a fresh data dir, waits for the serving
-// line and for /readyz 200, and fills in suite.
-func startServer(bin, tmp string) (*server, error) {
+// startServer starts kubeboot on a fresh data dir, waits for /readyz 200
+// and fills in suite from the serving line it printed and its
+// admin.kubeconfig.
+func startServer(bin, tmp string) (*harness.APIServer, error) {
 	dataDir := filepath.Join(tmp, "data")
-	logPath := filepath.Join(tmp, "kubeboot.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "apiserver",
-		"--data-dir", dataDir,
+	srv, err := harness.Start(bin, dataDir,
 		"--bind-address", "127.0.0.1",
 		"--secure-port", "0",
 		"--service-cluster-ip-range", serviceCIDR)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	if err != nil {
 		return nil, err
 	}
-	s := &server{cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		s.waitErr = cmd.Wait()
-		logFile.Close()
-		close(s.done)
-	}()
-
-	fail := func(err error) (*server, error) {
-		_ = cmd.Process.Kill()
-		<-s.done
-		return nil, fmt.Errorf("%v\n%s", err, s.logTail())
+	fail := func(err error) (*harness.APIServer, error) {
+		srv.Kill()
+		return nil, fmt.Errorf("%v\n%s", err, logTail(srv))
 	}
-	deadline := time.Now().Add(startTimeout)
-	for suite.url == "" {
-		select {
-		case <-s.done:
-			return fail(fmt.Errorf("kubeboot exited before serving: %v", s.waitErr))
-		case <-time.After(pollInterval):
-		}
-		if time.Now().After(deadline) {
-			return fail(errors.New("no serving line within " + startTimeout.String()))
-		}
-		if b, err := os.ReadFile(logPath); err == nil {
-			if m := servingRE.FindSubmatch(b); m != nil {
-				suite.url, suite.port = string(m[1]), string(m[2])
-			}
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := srv.WaitReady(ctx); err != nil {
+		return fail(err)
 	}
+	m := servingRE.FindStringSubmatch(srv.Logs())
+	if m == nil {
+		return fail(errors.New("ready, but no serving line printed"))
+	}
+	suite.url, suite.port = m[1], m[2]
 
 	suite.kubeconfig = filepath.Join(dataDir, "admin.kubeconfig")
 	suite.cacheDir = filepath.Join(tmp, "kubectl-cache")
@@ -225,10 +158,7 @@ func startServer(bin, tmp string) (*server, error) {
 	if suite.anon, err = rest.HTTPClientFor(rest.AnonymousClientConfig(cfg)); err != nil {
 		return fail(err)
 	}
-	if err := waitReady(time.Until(deadline)); err != nil {
-		return fail(err)
-	}
-	return s, nil
+	return srv, nil
 }
 
 // waitReady polls /readyz anonymously until it answers 200.
@@ -254,33 +184,13 @@ func waitReady(timeout time.Duration) error {
 	}
 }
 
-// stop sends SIGTERM and requires exit code 0 within timeout.
-func (s *server) stop(timeout time.Duration) error {
-	start := time.Now()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return err
-	}
-	select {
-	case <-s.done:
-	case <-time.After(timeout):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-		return fmt.Errorf("kubeboot did not exit within %s of SIGTERM", timeout)
-	}
-	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
-		return fmt.Errorf("kubeboot exited %d after SIGTERM (%v)", code, s.waitErr)
-	}
-	fmt.Fprintf(os.Stderr, "e2e: kubeboot exited 0 %s after SIGTERM\n", time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-// logTail returns the end of the server log, for failure messages.
-func (s *server) logTail() string {
-	b, _ := os.ReadFile(s.logPath)
+// logTail returns the end of the server's log, for failure messages.
+func logTail(srv *harness.APIServer) string {
+	b := srv.Logs()
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
 	}
-	return "--- kubeboot log tail ---\n" + string(b)
+	return "--- kubeboot log tail ---\n" + b
 }
 
 // requireServer skips the test when kubectl is missing, or fails it when

@@ -37,7 +37,7 @@ type APIServer struct {
 // process is killed when the test ends if it is still running.
 func StartAPIServer(t testing.TB, bin, dataDir string, args ...string) *APIServer {
 	t.Helper()
-	s, err := startAPIServer(bin, dataDir, args...)
+	s, err := Start(bin, dataDir, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,9 @@ func StartAPIServer(t testing.TB, bin, dataDir string, args ...string) *APIServe
 	return s
 }
 
-func startAPIServer(bin, dataDir string, args ...string) (*APIServer, error) {
+// Start starts `bin apiserver --data-dir dataDir args...`; the caller
+// stops it (StartAPIServer is the same for a test, which stops it itself).
+func Start(bin, dataDir string, args ...string) (*APIServer, error) {
 	s := &APIServer{DataDir: dataDir, exited: make(chan struct{})}
 	s.cmd = exec.Command(bin, append([]string{"apiserver", "--data-dir", dataDir}, args...)...)
 	s.cmd.Stdout = s.writer()

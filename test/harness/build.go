@@ -47,22 +47,25 @@ func Binary() (string, error) {
 			buildErr = fmt.Errorf("harness.Binary needs TestMain to call harness.Main")
 			return
 		}
-		dir := buildDir
-		root, err := moduleRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		out := filepath.Join(dir, "kubeboot")
-		cmd := exec.Command("go", "build", "-o", out, "./cmd/kubeboot")
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
-			return
-		}
-		buildPath = out
+		buildPath, buildErr = Build(buildDir)
 	})
 	return buildPath, buildErr
+}
+
+// Build builds this module's ./cmd/kubeboot into dir and returns the
+// binary's path.
+func Build(dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "kubeboot")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/kubeboot")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/kubeboot in %s: %v\n%s", root, err, b)
+	}
+	return out, nil
 }
 
 func moduleRoot() (string, error) {
