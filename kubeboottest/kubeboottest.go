@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -156,4 +157,46 @@ func (s *Server) Stop() error {
 		s.stopErr = <-s.done
 	})
 	return s.stopErr
+}
+
+// Main is for a package whose tests share one server: call it from
+// TestMain. It starts the server (on a temporary data dir unless
+// opts.DataDir is set), calls run with it, stops it and exits with run's
+// result. run sets up what the tests share and returns m.Run():
+//
+//	var client kubernetes.Interface
+//
+//	func TestMain(m *testing.M) {
+//		kubeboottest.Main(kubeboottest.Options{}, func(srv *kubeboottest.Server) int {
+//			client = kubernetes.NewForConfigOrDie(srv.Config)
+//			return m.Run()
+//		})
+//	}
+func Main(opts Options, run func(*Server) int) {
+	os.Exit(runMain(opts, run))
+}
+
+func runMain(opts Options, run func(*Server) int) int {
+	if opts.DataDir == "" {
+		dir, err := os.MkdirTemp("", "kubeboottest-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kubeboottest:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		opts.DataDir = dir
+	}
+	srv, err := StartServer(opts, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubeboottest: starting the server:", err)
+		return 1
+	}
+	code := run(srv)
+	if err := srv.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "kubeboottest: stopping the server:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
 }

@@ -35,28 +35,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
+	kubeboottest.Main(kubeboottest.Options{Configure: func(c *controlplane.Config) { c.EndpointReconcilerType = string(reconcilers.None) }}, func(srv *kubeboottest.Server) int { return runTests(m, srv) })
 }
 
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kb-reconcilers")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := kubeboottest.StartServer(kubeboottest.Options{
-		DataDir:   dir,
-		Configure: func(c *controlplane.Config) { c.EndpointReconcilerType = string(reconcilers.None) },
-	}, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test server:", err)
-		return 1
-	}
-	defer srv.Stop()
+// runTests sets up what the tests share on srv and runs them.
+func runTests(m *testing.M, srv *kubeboottest.Server) int {
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.QPS, cfg.Burst = 1000, 1000 // client-go's default of 5/s would dominate the run time
 	client = kubernetes.NewForConfigOrDie(cfg)
+	var err error
 	etcd, err = clientv3.New(clientv3.Config{
 		Endpoints:   []string{"unix://" + filepath.Join(srv.DataDir, "etcd", "etcd.sock")},
 		DialTimeout: 5 * time.Second,

@@ -32,29 +32,18 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
+	kubeboottest.Main(kubeboottest.Options{}, func(srv *kubeboottest.Server) int { return runTests(m, srv) })
 }
 
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kb-identitylease")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dir}, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test server:", err)
-		return 1
-	}
-	defer srv.Stop()
+// runTests sets up what the tests share on srv and runs them.
+func runTests(m *testing.M, srv *kubeboottest.Server) int {
 	restConfig = rest.CopyConfig(srv.Config)
 	restConfig.QPS, restConfig.Burst = 1000, 1000
 	client = kubernetes.NewForConfigOrDie(restConfig)
 	// The server's identity lease controller and collector start together,
 	// in the background; once its lease exists, their first passes are
 	// over (the collector's is one list) and cannot race the tests.
-	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := client.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: identitylease.IdentityLabel})
 		return err == nil && len(list.Items) > 0, nil
 	})

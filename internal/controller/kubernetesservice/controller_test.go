@@ -42,35 +42,23 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kb-kubernetesservice")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := kubeboottest.StartServer(kubeboottest.Options{
-		DataDir: dir,
+	kubeboottest.Main(kubeboottest.Options{
 		Configure: func(c *controlplane.Config) {
 			c.EndpointReconcilerType = string(reconcilers.None)
 			c.EndpointReconcileInterval = time.Hour
 		},
-	}, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test server:", err)
-		return 1
-	}
-	defer srv.Stop()
+	}, func(srv *kubeboottest.Server) int { return runTests(m, srv) })
+}
+
+// runTests sets up what the tests share on srv and runs them.
+func runTests(m *testing.M, srv *kubeboottest.Server) int {
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.QPS, cfg.Burst = 1000, 1000
 	client = kubernetes.NewForConfigOrDie(cfg)
 	// The server's controller makes its first pass once /readyz is 200,
 	// which may be after Start returned; the pass ends with creating the
 	// Service. Wait for it, so that it cannot race the first test.
-	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, reconcilers.ServiceName, metav1.GetOptions{})
 		return err == nil, nil
 	})

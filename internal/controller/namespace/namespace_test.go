@@ -32,22 +32,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
+	kubeboottest.Main(kubeboottest.Options{}, func(srv *kubeboottest.Server) int { return runTests(m, srv) })
 }
 
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kb-namespace")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dir}, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test server:", err)
-		return 1
-	}
-	defer srv.Stop()
+// runTests sets up what the tests share on srv and runs them.
+func runTests(m *testing.M, srv *kubeboottest.Server) int {
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.QPS, cfg.Burst = 1000, 1000
 	client = kubernetes.NewForConfigOrDie(cfg)
@@ -55,6 +44,7 @@ func runTests(m *testing.M) int {
 
 	factory := informers.NewSharedInformerFactory(client, 0)
 	nsInformer := factory.Core().V1().Namespaces()
+	var err error
 	ctrl, err = namespace.New(client, md, nsInformer)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -3,7 +3,6 @@ package systemnamespaces_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -25,22 +24,11 @@ import (
 var client kubernetes.Interface
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
+	kubeboottest.Main(kubeboottest.Options{}, func(srv *kubeboottest.Server) int { return runTests(m, srv) })
 }
 
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kb-systemnamespaces")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dir}, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test server:", err)
-		return 1
-	}
-	defer srv.Stop()
+// runTests sets up what the tests share on srv and runs them.
+func runTests(m *testing.M, srv *kubeboottest.Server) int {
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.QPS, cfg.Burst = 1000, 1000
 	client = kubernetes.NewForConfigOrDie(cfg)
