@@ -56,7 +56,9 @@ type Options struct {
 
 // Server is a running test server.
 type Server struct {
-	// Config is an admin client configuration (system:masters).
+	// Config is an admin client configuration (system:masters), without
+	// client-side rate limiting: client-go's default of 5 requests/s
+	// would set the pace of a test, not the server.
 	Config *rest.Config
 	// URL is the https URL of the server.
 	URL string
@@ -120,8 +122,10 @@ func StartServer(opts Options, tempDir func() string) (*Server, error) {
 		cancel()
 		return nil, err
 	}
+	admin := srv.AdminConfig()
+	admin.QPS = -1
 	s := &Server{
-		Config:     srv.AdminConfig(),
+		Config:     admin,
 		URL:        srv.URL(),
 		DataDir:    completed.DataDir,
 		Kubeconfig: srv.AdminKubeconfig(),

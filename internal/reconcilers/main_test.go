@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
@@ -40,9 +39,7 @@ func TestMain(m *testing.M) {
 
 // runTests sets up what the tests share on srv and runs them.
 func runTests(m *testing.M, srv *kubeboottest.Server) int {
-	cfg := rest.CopyConfig(srv.Config)
-	cfg.QPS, cfg.Burst = 1000, 1000 // client-go's default of 5/s would dominate the run time
-	client = kubernetes.NewForConfigOrDie(cfg)
+	client = kubernetes.NewForConfigOrDie(srv.Config)
 	var err error
 	etcd, err = clientv3.New(clientv3.Config{
 		Endpoints:   []string{"unix://" + filepath.Join(srv.DataDir, "etcd", "etcd.sock")},

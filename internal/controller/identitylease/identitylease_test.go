@@ -37,8 +37,7 @@ func TestMain(m *testing.M) {
 
 // runTests sets up what the tests share on srv and runs them.
 func runTests(m *testing.M, srv *kubeboottest.Server) int {
-	restConfig = rest.CopyConfig(srv.Config)
-	restConfig.QPS, restConfig.Burst = 1000, 1000
+	restConfig = srv.Config
 	client = kubernetes.NewForConfigOrDie(restConfig)
 	// The server's identity lease controller and collector start together,
 	// in the background; once its lease exists, their first passes are

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kubeboot/kubeboot/controlplane"
@@ -52,9 +51,7 @@ func TestMain(m *testing.M) {
 
 // runTests sets up what the tests share on srv and runs them.
 func runTests(m *testing.M, srv *kubeboottest.Server) int {
-	cfg := rest.CopyConfig(srv.Config)
-	cfg.QPS, cfg.Burst = 1000, 1000
-	client = kubernetes.NewForConfigOrDie(cfg)
+	client = kubernetes.NewForConfigOrDie(srv.Config)
 	// The server's controller makes its first pass once /readyz is 200,
 	// which may be after Start returned; the pass ends with creating the
 	// Service. Wait for it, so that it cannot race the first test.

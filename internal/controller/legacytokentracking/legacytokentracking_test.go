@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/internal/controller/legacytokentracking"
 	"github.com/kubeboot/kubeboot/kubeboottest"
@@ -22,15 +21,10 @@ import (
 var client kubernetes.Interface
 
 func TestMain(m *testing.M) {
-	kubeboottest.Main(kubeboottest.Options{}, func(srv *kubeboottest.Server) int { return runTests(m, srv) })
-}
-
-// runTests sets up what the tests share on srv and runs them.
-func runTests(m *testing.M, srv *kubeboottest.Server) int {
-	cfg := rest.CopyConfig(srv.Config)
-	cfg.QPS, cfg.Burst = 1000, 1000
-	client = kubernetes.NewForConfigOrDie(cfg)
-	return m.Run()
+	kubeboottest.Main(kubeboottest.Options{}, func(srv *kubeboottest.Server) int {
+		client = kubernetes.NewForConfigOrDie(srv.Config)
+		return m.Run()
+	})
 }
 
 func ctxFor(t *testing.T) context.Context {

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/internal/controller/namespace"
 	"github.com/kubeboot/kubeboot/kubeboottest"
@@ -37,10 +36,8 @@ func TestMain(m *testing.M) {
 
 // runTests sets up what the tests share on srv and runs them.
 func runTests(m *testing.M, srv *kubeboottest.Server) int {
-	cfg := rest.CopyConfig(srv.Config)
-	cfg.QPS, cfg.Burst = 1000, 1000
-	client = kubernetes.NewForConfigOrDie(cfg)
-	md := metadata.NewForConfigOrDie(cfg)
+	client = kubernetes.NewForConfigOrDie(srv.Config)
+	md := metadata.NewForConfigOrDie(srv.Config)
 
 	factory := informers.NewSharedInformerFactory(client, 0)
 	nsInformer := factory.Core().V1().Namespaces()
