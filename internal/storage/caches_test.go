@@ -2,7 +2,6 @@ package storage_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 	apistorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/kubeboot/kubeboot/internal/api"
-	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
 
@@ -20,11 +19,7 @@ import (
 // serve watches (a loading cache answers 429), and forgets the caches
 // that were destroyed.
 func TestWaitForCaches(t *testing.T) {
-	e, err := etcd.Start(context.Background(), etcd.Config{Dir: filepath.Join(t.TempDir(), "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := etcdtest.Start(t)
 	backend, err := storage.New(storage.Config{Client: e.Client(), Serializer: api.NewCodecs(api.NewScheme()), EnableWatchCache: true})
 	if err != nil {
 		t.Fatal(err)

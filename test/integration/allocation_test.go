@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -13,10 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/controlplane"
-	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 	"github.com/kubeboot/kubeboot/kubeboottest"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -27,11 +25,7 @@ import (
 // allocation against the Services: no ClusterIP or NodePort held twice,
 // none held without a Service, none missing.
 func TestAllocationAcrossAPIServers(t *testing.T) {
-	e, err := etcd.Start(context.Background(), etcd.Config{Dir: filepath.Join(t.TempDir(), "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	e := etcdtest.Start(t)
 
 	var clients []kubernetes.Interface
 	for range 3 {
@@ -43,9 +37,7 @@ func TestAllocationAcrossAPIServers(t *testing.T) {
 				c.EndpointReconcilerType = "none"
 			},
 		})
-		cfg := rest.CopyConfig(srv.Config)
-		cfg.QPS = -1
-		clients = append(clients, kubernetes.NewForConfigOrDie(cfg))
+		clients = append(clients, kubernetes.NewForConfigOrDie(srv.Config))
 	}
 
 	const workers, opsPerWorker = 24, 30

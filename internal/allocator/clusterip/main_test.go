@@ -3,7 +3,6 @@ package clusterip
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 
@@ -11,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kubeboot/kubeboot/internal/api"
-	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 	"github.com/kubeboot/kubeboot/internal/registry"
 	"github.com/kubeboot/kubeboot/internal/registry/ipaddress"
 	"github.com/kubeboot/kubeboot/internal/storage"
@@ -27,25 +26,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kb-clusterip")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := etcd.Start(context.Background(), etcd.Config{Dir: dir})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting etcd:", err)
-		return 1
-	}
-	defer srv.Close()
-	etcdClient = srv.Client()
-	scheme = api.NewScheme()
-	return m.Run()
+	etcdtest.Main(func(c *clientv3.Client) int {
+		etcdClient, scheme = c, api.NewScheme()
+		return m.Run()
+	})
 }
 
 // newPrefix returns an etcd key prefix no other test uses.

@@ -1,9 +1,7 @@
 package nodeport
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 
@@ -13,7 +11,7 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 
 	"github.com/kubeboot/kubeboot/internal/api"
-	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 	kbstorage "github.com/kubeboot/kubeboot/internal/storage"
 )
 
@@ -27,25 +25,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kb-nodeport")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := etcd.Start(context.Background(), etcd.Config{Dir: dir})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting etcd:", err)
-		return 1
-	}
-	defer srv.Close()
-	etcdClient = srv.Client()
-	scheme = api.NewScheme()
-	return m.Run()
+	etcdtest.Main(func(c *clientv3.Client) int {
+		etcdClient, scheme = c, api.NewScheme()
+		return m.Run()
+	})
 }
 
 // newPrefix returns an etcd key prefix no other test uses.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -21,7 +20,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
 	"github.com/kubeboot/kubeboot/internal/allocator/nodeport"
 	"github.com/kubeboot/kubeboot/internal/api"
-	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/registry"
 	"github.com/kubeboot/kubeboot/internal/registry/ipaddress"
@@ -38,25 +37,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kb-service")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := etcd.Start(context.Background(), etcd.Config{Dir: dir})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting etcd:", err)
-		return 1
-	}
-	defer srv.Close()
-	etcdClient = srv.Client()
-	scheme = api.NewScheme()
-	return m.Run()
+	etcdtest.Main(func(c *clientv3.Client) int {
+		etcdClient, scheme = c, api.NewScheme()
+		return m.Run()
+	})
 }
 
 const defaultPorts = "30000-32767"
