@@ -48,8 +48,8 @@ func BenchmarkRepair20kServices(b *testing.B) {
 		"--service-cluster-ip-range", "10.96.0.0/16", "--service-ip-repair-interval", "2s"}
 	for i := 0; i < b.N; i++ {
 		dir := filepath.Join(b.TempDir(), "data")
-		srv := start(b, bin, dir, args)
-		client := clientFor(b, srv)
+		srv := harness.StartReadyAPIServer(b, 5*time.Minute, bin, dir, args...)
+		client := srv.MustClient(b)
 		t0 := time.Now()
 		if err := createServices(client); err != nil {
 			b.Fatal(err)
@@ -73,30 +73,12 @@ func BenchmarkRepair20kServices(b *testing.B) {
 		// Restart on the same data: the first passes over 20,000 Services
 		// gate readiness.
 		t0 = time.Now()
-		srv = start(b, bin, dir, args)
+		srv = harness.StartReadyAPIServer(b, 5*time.Minute, bin, dir, args...)
 		b.ReportMetric(float64(time.Since(t0).Milliseconds()), "restart-ready-ms")
 		if err := srv.Terminate(30 * time.Second); err != nil {
 			b.Fatal(err)
 		}
 	}
-}
-
-func start(b *testing.B, bin, dir string, args []string) *harness.APIServer {
-	srv := harness.StartAPIServer(b, bin, dir, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := srv.WaitReady(ctx); err != nil {
-		b.Fatal(err)
-	}
-	return srv
-}
-
-func clientFor(b *testing.B, srv *harness.APIServer) kubernetes.Interface {
-	cfg, err := srv.Config()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return kubernetes.NewForConfigOrDie(cfg)
 }
 
 func createServices(client kubernetes.Interface) error {

@@ -61,16 +61,8 @@ func BenchmarkSoak(b *testing.B) {
 	}
 	args := append([]string{"--bind-address", "127.0.0.1", "--secure-port", "0", "--service-cluster-ip-range", "10.96.0.0/16"},
 		strings.Fields(*serverArgs)...)
-	srv := harness.StartAPIServer(b, bin, filepath.Join(b.TempDir(), "data"), args...)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	if err := srv.WaitReady(ctx); err != nil {
-		b.Fatal(err)
-	}
-	cancel()
-	client, err := srv.Client()
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv := harness.StartReadyAPIServer(b, time.Minute, bin, filepath.Join(b.TempDir(), "data"), args...)
+	client := srv.MustClient(b)
 
 	loadCtx, stop := context.WithTimeout(context.Background(), *duration)
 	defer stop()

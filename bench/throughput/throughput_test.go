@@ -51,18 +51,9 @@ func benchmarkCreates(b *testing.B, typ corev1.ServiceType) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		dir := filepath.Join(b.TempDir(), "data")
-		srv := harness.StartAPIServer(b, bin, dir, "--bind-address", "127.0.0.1", "--secure-port", "0",
+		srv := harness.StartReadyAPIServer(b, time.Minute, bin, dir, "--bind-address", "127.0.0.1", "--secure-port", "0",
 			"--service-cluster-ip-range", "10.96.0.0/16")
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := srv.WaitReady(ctx); err != nil {
-			b.Fatal(err)
-		}
-		cancel()
-		cfg, err := srv.Config()
-		if err != nil {
-			b.Fatal(err)
-		}
-		client := kubernetes.NewForConfigOrDie(cfg)
+		client := srv.MustClient(b)
 		b.StartTimer()
 
 		start := time.Now()

@@ -153,10 +153,7 @@ func TestDataDirRestart(t *testing.T) {
 	if err := first.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	client, err := first.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := first.MustClient(t)
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "survivor"}, Data: map[string]string{"k": "v"},
 	}, metav1.CreateOptions{}); err != nil {
@@ -177,10 +174,7 @@ func TestDataDirRestart(t *testing.T) {
 	if diff := compareTrees(pki, treeState(t, filepath.Join(dataDir, "pki"))); len(diff) > 0 {
 		t.Errorf("the restart replaced certificates:\n  %s", strings.Join(diff, "\n  "))
 	}
-	client, err = second.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client = second.MustClient(t)
 	cm, err := client.CoreV1().ConfigMaps("default").Get(ctx, "survivor", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("after the restart: %v", err)

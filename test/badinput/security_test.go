@@ -1,7 +1,6 @@
 package badinput
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -250,12 +249,7 @@ func TestTokenAuthFileAndModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(root, "data")
-	srv := harness.StartAPIServer(t, bin, dataDir, append(serveFlags(), "--token-auth-file", tokens)...)
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	if err := srv.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	srv := harness.StartReadyAPIServer(t, startTimeout, bin, dataDir, append(serveFlags(), "--token-auth-file", tokens)...)
 	cfg, err := srv.Config()
 	if err != nil {
 		t.Fatal(err)

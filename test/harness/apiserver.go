@@ -50,6 +50,19 @@ func StartAPIServer(t testing.TB, bin, dataDir string, args ...string) *APIServe
 	return s
 }
 
+// StartReadyAPIServer is StartAPIServer, then waits up to timeout for
+// /readyz 200; it fails the test if the server is not ready by then.
+func StartReadyAPIServer(t testing.TB, timeout time.Duration, bin, dataDir string, args ...string) *APIServer {
+	t.Helper()
+	s := StartAPIServer(t, bin, dataDir, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // Start starts `bin apiserver --data-dir dataDir args...`; the caller
 // stops it (StartAPIServer is the same for a test, which stops it itself).
 func Start(bin, dataDir string, args ...string) (*APIServer, error) {
@@ -134,6 +147,16 @@ func (s *APIServer) Client() (kubernetes.Interface, error) {
 		return nil, err
 	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// MustClient is Client for a test: it fails the test on error.
+func (s *APIServer) MustClient(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	c, err := s.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // WaitReady waits until /readyz answers 200 or the process exits.

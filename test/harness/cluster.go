@@ -88,12 +88,7 @@ func (c *Cluster) Start(i int) *APIServer {
 		"--etcd-servers", joinComma(c.etcdURL),
 		"--service-cluster-ip-range", "10.96.0.0/16",
 	}, c.args...)
-	s := StartAPIServer(c.t, c.bin, c.dirs[i], args...)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := s.WaitReady(ctx); err != nil {
-		c.t.Fatal(err)
-	}
+	s := StartReadyAPIServer(c.t, time.Minute, c.bin, c.dirs[i], args...)
 	c.servers[i] = s
 	return s
 }
