@@ -3,13 +3,7 @@ package clusterauthentication_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"testing"
 	"time"
 
@@ -20,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/internal/controller/clusterauthentication"
+	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/kubeboottest"
 )
 
@@ -41,27 +36,14 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-// newCA returns a self-signed CA certificate, PEM-encoded.
+// newCA returns a new self-signed CA certificate, PEM-encoded.
 func newCA(t *testing.T, name string) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.EnsureCA(t.TempDir(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return ca.CertPEM
 }
 
 func cat(bundles ...[]byte) []byte { return bytes.Join(bundles, nil) }
