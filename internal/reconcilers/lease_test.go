@@ -200,16 +200,7 @@ func TestLeaseReconcileEndpoints(t *testing.T) {
 			if keys := leaseKeys(t, prefix); !containsAll(keys, append([]string{tc.own}, tc.others...)) {
 				t.Errorf("lease keys = %v, want ours (%s) and %v", keys, tc.own, tc.others)
 			}
-			slice := getSlice(t)
-			if err := r.ReconcileEndpoints(ctx, addr(t, tc.own), ports, tc.reconcilePorts); err != nil {
-				t.Fatalf("second ReconcileEndpoints: %v", err)
-			}
-			if again := getEndpoints(t); again.ResourceVersion != after.ResourceVersion {
-				t.Errorf("second pass rewrote the Endpoints: %+v", again.Subsets)
-			}
-			if again := getSlice(t); again.ResourceVersion != slice.ResourceVersion {
-				t.Errorf("second pass rewrote the EndpointSlice")
-			}
+			checkSecondPassIsNoOp(ctx, t, r, addr(t, tc.own), ports, tc.reconcilePorts, after)
 		})
 	}
 }

@@ -215,3 +215,21 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		t.Fatalf("timed out after %s waiting for %s", timeout, what)
 	}
 }
+
+// checkSecondPassIsNoOp reconciles again with the same arguments and fails
+// the test if that rewrote the Endpoints (as last read: after) or the
+// EndpointSlice: a reconciler writes only what differs.
+func checkSecondPassIsNoOp(ctx context.Context, t *testing.T, r reconcilers.EndpointReconciler, ip netip.Addr,
+	ports []corev1.EndpointPort, reconcilePorts bool, after *corev1.Endpoints) {
+	t.Helper()
+	slice := getSlice(t)
+	if err := r.ReconcileEndpoints(ctx, ip, ports, reconcilePorts); err != nil {
+		t.Fatalf("second ReconcileEndpoints: %v", err)
+	}
+	if again := getEndpoints(t); again.ResourceVersion != after.ResourceVersion {
+		t.Errorf("second pass rewrote the Endpoints: %+v", again.Subsets)
+	}
+	if again := getSlice(t); again.ResourceVersion != slice.ResourceVersion {
+		t.Errorf("second pass rewrote the EndpointSlice")
+	}
+}
