@@ -205,18 +205,7 @@ func TestBadCredentials(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tlsClient(t, pool, tt.certs...)
-			req, err := http.NewRequest("GET", url, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Accept", "application/json")
-			if tt.header != "" {
-				req.Header.Set("Authorization", tt.header)
-			}
-			r, err := doRequest(c, req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := getWithAuthorization(t, c, url, tt.header)
 			if r.code != http.StatusUnauthorized {
 				t.Fatalf("GET /api/v1/namespaces with %s: HTTP %d, want 401: %.300s", tt.name, r.code, r.body)
 			}
@@ -270,18 +259,7 @@ func TestTokenAuthFileAndModes(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				req, err := http.NewRequest("GET", cfg.Host+"/api/v1/namespaces", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.Header.Set("Accept", "application/json")
-				if tt.header != "" {
-					req.Header.Set("Authorization", tt.header)
-				}
-				r, err := doRequest(c, req)
-				if err != nil {
-					t.Fatal(err)
-				}
+				r := getWithAuthorization(t, c, cfg.Host+"/api/v1/namespaces", tt.header)
 				if r.code != tt.want {
 					t.Errorf("GET /api/v1/namespaces with %s: HTTP %d, want %d: %.300s", tt.name, r.code, tt.want, r.body)
 				}
@@ -371,4 +349,23 @@ func readFile(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// getWithAuthorization GETs url as JSON with c, sending the Authorization
+// header when it is not empty.
+func getWithAuthorization(t *testing.T, c *http.Client, url, authorization string) response {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	r, err := doRequest(c, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
