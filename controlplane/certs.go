@@ -31,8 +31,11 @@ type certificates struct {
 	serving                       *pki.KeyPair
 	loopback                      *pki.KeyPair
 	clientCA                      []byte
-	serverURL                     string
-	adminConfig                   *rest.Config
+	// serviceAccountKey is the file of the key that signs service
+	// account tokens.
+	serviceAccountKey string
+	serverURL         string
+	adminConfig       *rest.Config
 }
 
 // ensureCertificates creates or reuses the CA, serving and admin
@@ -63,6 +66,10 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loopback certificate: %w", err)
 	}
+	serviceAccountKey, err := pki.EnsureSigningKey(dir, pki.ServiceAccountKeyName)
+	if err != nil {
+		return nil, fmt.Errorf("service account signing key in %s: %w", dir, err)
+	}
 	clientCA := ca.CertPEM
 	if cfg.ClientCAFile != "" {
 		extra, err := os.ReadFile(cfg.ClientCAFile)
@@ -88,7 +95,9 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		serving:        serving,
 		loopback:       loopback,
 		clientCA:       clientCA,
-		serverURL:      serverURL,
+
+		serviceAccountKey: serviceAccountKey,
+		serverURL:         serverURL,
 		adminConfig: &rest.Config{
 			Host: serverURL,
 			TLSClientConfig: rest.TLSClientConfig{

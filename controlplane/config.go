@@ -11,13 +11,14 @@ import (
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 
+	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
-	"github.com/kubeboot/kubeboot/internal/registry/event"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
 
@@ -77,12 +78,6 @@ type Config struct {
 	// EndpointReconcileInterval is how often the kubernetes Service and its
 	// endpoints are reconciled (--endpoint-reconciler-interval). Default: 1s.
 	EndpointReconcileInterval time.Duration
-	// SystemNamespacesInterval is how often missing system namespaces are
-	// recreated. Default: 1m.
-	SystemNamespacesInterval time.Duration
-	// IdentityLeaseGCPeriod is how often expired apiserver identity leases
-	// are deleted. Default: 1h.
-	IdentityLeaseGCPeriod time.Duration
 	// RepairInterval is how often the ClusterIP and NodePort repair loops
 	// run (--service-ip-repair-interval). Default: 3m.
 	RepairInterval time.Duration
@@ -100,6 +95,30 @@ type Config struct {
 	// ClientCAFile is --client-ca-file: extra CAs whose client
 	// certificates are accepted (the generated CA always is).
 	ClientCAFile string
+	// ServiceAccountIssuer is --service-account-issuer: the issuer of
+	// service account tokens (further ones are accepted, not issued).
+	// Default: https://kubernetes.default.svc.cluster.local.
+	ServiceAccountIssuer []string
+	// ServiceAccountKeyFiles is --service-account-key-file: public (or
+	// private) keys that verify service account tokens. Default: the
+	// signing key.
+	ServiceAccountKeyFiles []string
+	// ServiceAccountSigningKeyFile is --service-account-signing-key-file:
+	// the private key that signs service account tokens. Default:
+	// pki/sa.key in DataDir, generated on first start.
+	ServiceAccountSigningKeyFile string
+	// ServiceAccountMaxTokenExpiration is
+	// --service-account-max-token-expiration; 0: no maximum.
+	ServiceAccountMaxTokenExpiration time.Duration
+	// Authorization is kube-apiserver's authorization option group
+	// (--authorization-mode and its webhook flags). Default:
+	// --authorization-mode=Node,RBAC.
+	Authorization *kubeoptions.BuiltInAuthorizationOptions
+	// Admission is kube-apiserver's admission option group
+	// (--enable-admission-plugins, --disable-admission-plugins,
+	// --admission-control-config-file). Default: kube-apiserver's plugins
+	// in its order.
+	Admission *kubeoptions.AdmissionOptions
 
 	// CRDDir is --crd-dir: a directory of CustomResourceDefinition
 	// manifests installed at start. The server is ready (Server.Ready,
@@ -199,7 +218,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 		cc.ShutdownWatchTerminationGracePeriod = DefaultShutdownWatchTerminationGracePeriod
 	}
 	if cc.EventTTL == 0 {
-		cc.EventTTL = event.DefaultTTL
+		cc.EventTTL = apiserver.DefaultEventTTL
 	}
 	if cc.Etcd.CompactionInterval == 0 && !cc.Etcd.DisableCompaction {
 		cc.Etcd.CompactionInterval = DefaultEtcdCompactionInterval

@@ -16,6 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
+	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/etcd"
@@ -94,6 +96,19 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		RequestHeaderCA:     certs.frontProxyCA.CertPEM,
 
 		TokenAuthFile: cfg.TokenAuthFile,
+		ServiceAccounts: apiserver.ServiceAccounts{
+			Authentication: &kubeoptions.ServiceAccountAuthenticationOptions{
+				Issuers:               cfg.ServiceAccountIssuer,
+				KeyFiles:              cfg.ServiceAccountKeyFiles,
+				Lookup:                true,
+				ExtendExpiration:      true,
+				MaxExpiration:         cfg.ServiceAccountMaxTokenExpiration,
+				MaxExtendedExpiration: serviceaccount.ExpirationExtensionSeconds * time.Second,
+			},
+			SigningKeyFile: defaultString(cfg.ServiceAccountSigningKeyFile, certs.serviceAccountKey),
+		},
+		Authorization: cfg.Authorization,
+		Admission:     cfg.Admission,
 		PublicAddress: cfg.advertiseAddr,
 		Etcd:          s.etcdCli,
 		EtcdPrefix:    cfg.Etcd.Prefix,
@@ -113,8 +128,6 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		APIServerCount:            cfg.APIServerCount,
 		EndpointLeaseTTL:          cfg.EndpointLeaseTTL,
 		EndpointReconcileInterval: cfg.EndpointReconcileInterval,
-		SystemNamespacesInterval:  cfg.SystemNamespacesInterval,
-		IdentityLeaseGCPeriod:     cfg.IdentityLeaseGCPeriod,
 		RepairInterval:            cfg.RepairInterval,
 		RepairDeadline:            cfg.RepairDeadline,
 		CRDs:                      cfg.crds,

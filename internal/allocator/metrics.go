@@ -7,36 +7,11 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-// Metrics of the allocators and their repair loops, named as
-// kube-apiserver's. They live in the process-wide legacy registry served at
-// /metrics; several servers in one process (tests) share them.
+// Metrics of the NodePort allocator and its repair loop, named as
+// kube-apiserver's (the ClusterIP allocator and repair loop are upstream's
+// and register their own). They live in the process-wide legacy registry
+// served at /metrics; several servers in one process (tests) share them.
 var (
-	// ClusterIPAllocated and ClusterIPAvailable count addresses per Service
-	// CIDR, refreshed by each repair pass.
-	ClusterIPAllocated = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "allocated_ips",
-		Help: "Gauge measuring the number of allocated IPs for Services", StabilityLevel: metrics.ALPHA,
-	}, []string{"cidr"})
-	ClusterIPAvailable = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "available_ips",
-		Help: "Gauge measuring the number of available IPs for Services", StabilityLevel: metrics.ALPHA,
-	}, []string{"cidr"})
-	// ClusterIPAllocations and ClusterIPAllocationErrors count
-	// allocations by scope: "static" (requested IP) or "dynamic".
-	ClusterIPAllocations = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "allocation_total",
-		Help: "Number of Cluster IPs allocations", StabilityLevel: metrics.ALPHA,
-	}, []string{"cidr", "scope"})
-	ClusterIPAllocationErrors = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "allocation_errors_total",
-		Help: "Number of errors trying to allocate Cluster IPs", StabilityLevel: metrics.ALPHA,
-	}, []string{"cidr", "scope"})
-	ClusterIPAllocationDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "allocation_duration_seconds",
-		Help:    "Duration in seconds to allocate a Cluster IP by ServiceCIDR",
-		Buckets: metrics.DefBuckets, StabilityLevel: metrics.ALPHA,
-	}, []string{"cidr"})
-
 	// NodePortAllocated and NodePortAvailable count ports, refreshed by
 	// every committed write.
 	NodePortAllocated = metrics.NewGauge(&metrics.GaugeOpts{
@@ -56,17 +31,8 @@ var (
 		Help: "Number of errors trying to allocate NodePort", StabilityLevel: metrics.ALPHA,
 	}, []string{"scope"})
 
-	// ClusterIPRepairErrors and NodePortRepairErrors count what the repair
-	// loops found, by type: leak, repair, full, outOfRange, duplicate,
-	// invalid, unknown.
-	ClusterIPRepairErrors = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: "apiserver", Subsystem: "clusterip_repair", Name: "ip_errors_total",
-		Help: "Number of errors detected on clusterips by the repair loop broken down by type of error: leak, repair, full, outOfRange, duplicate, unknown, invalid", StabilityLevel: metrics.ALPHA,
-	}, []string{"type"})
-	ClusterIPRepairReconcileErrors = metrics.NewCounter(&metrics.CounterOpts{
-		Namespace: "apiserver", Subsystem: "clusterip_repair", Name: "reconcile_errors_total",
-		Help: "Number of reconciliation failures on the clusterip repair reconcile loop", StabilityLevel: metrics.ALPHA,
-	})
+	// NodePortRepairErrors counts what the repair loop found, by type:
+	// leak, repair, full, outOfRange, duplicate, unknown.
 	NodePortRepairErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "apiserver", Subsystem: "nodeport_repair", Name: "port_errors_total",
 		Help: "Number of errors detected on ports by the repair loop broken down by type of error: leak, repair, full, outOfRange, duplicate, unknown", StabilityLevel: metrics.ALPHA,
@@ -77,8 +43,7 @@ var (
 	})
 )
 
-// RepairDuration times repair passes by allocator ("clusterip",
-// "nodeport"). Not a kube-apiserver metric: kubeboot's repair must stay
+// RepairDuration times repair passes by allocator ("nodeport"). Not a kube-apiserver metric: kubeboot's repair must stay
 // fast with many Services, and this shows it.
 var RepairDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 	Namespace: "kubeboot", Subsystem: "service_repair", Name: "duration_seconds",
@@ -93,9 +58,8 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(
-			ClusterIPAllocated, ClusterIPAvailable, ClusterIPAllocations, ClusterIPAllocationErrors, ClusterIPAllocationDuration,
 			NodePortAllocated, NodePortAvailable, NodePortAllocations, NodePortAllocationErrors,
-			ClusterIPRepairErrors, ClusterIPRepairReconcileErrors, NodePortRepairErrors, NodePortRepairReconcileErrors,
+			NodePortRepairErrors, NodePortRepairReconcileErrors,
 			RepairDuration,
 		)
 	})

@@ -13,31 +13,61 @@ import (
 
 	"github.com/google/uuid"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	"k8s.io/kubernetes/pkg/controlplane"
+	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
+	"k8s.io/kubernetes/pkg/kubeapiserver"
+	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
+
+	admissionregistrationrest "k8s.io/kubernetes/pkg/registry/admissionregistration/rest"
+	apiserverinternalrest "k8s.io/kubernetes/pkg/registry/apiserverinternal/rest"
+	appsrest "k8s.io/kubernetes/pkg/registry/apps/rest"
+	authenticationrest "k8s.io/kubernetes/pkg/registry/authentication/rest"
+	authorizationrest "k8s.io/kubernetes/pkg/registry/authorization/rest"
+	autoscalingrest "k8s.io/kubernetes/pkg/registry/autoscaling/rest"
+	batchrest "k8s.io/kubernetes/pkg/registry/batch/rest"
+	certificatesrest "k8s.io/kubernetes/pkg/registry/certificates/rest"
+	coordinationrest "k8s.io/kubernetes/pkg/registry/coordination/rest"
+	discoveryrest "k8s.io/kubernetes/pkg/registry/discovery/rest"
+	eventsrest "k8s.io/kubernetes/pkg/registry/events/rest"
+	flowcontrolrest "k8s.io/kubernetes/pkg/registry/flowcontrol/rest"
+	lifecyclerest "k8s.io/kubernetes/pkg/registry/lifecycle/rest"
+	networkingrest "k8s.io/kubernetes/pkg/registry/networking/rest"
+	noderest "k8s.io/kubernetes/pkg/registry/node/rest"
+	policyrest "k8s.io/kubernetes/pkg/registry/policy/rest"
+	rbacrest "k8s.io/kubernetes/pkg/registry/rbac/rest"
+	resourcerest "k8s.io/kubernetes/pkg/registry/resource/rest"
+	schedulingrest "k8s.io/kubernetes/pkg/registry/scheduling/rest"
+	storagerest "k8s.io/kubernetes/pkg/registry/storage/rest"
+	svmrest "k8s.io/kubernetes/pkg/registry/storagemigration/rest"
 
 	"github.com/kubeboot/kubeboot/internal/allocator"
-	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
-	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/loopback"
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
-	"github.com/kubeboot/kubeboot/internal/registry/event"
-	"github.com/kubeboot/kubeboot/internal/registry/ipaddress"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
 
@@ -54,6 +84,16 @@ type Config struct {
 	LoopbackCert, LoopbackKey, LoopbackCA []byte
 	// TokenAuthFile is kube-apiserver's --token-auth-file (optional).
 	TokenAuthFile string
+	// ServiceAccounts configures service account tokens.
+	ServiceAccounts ServiceAccounts
+	// Authorization is kube-apiserver's authorization option group
+	// (--authorization-mode and its webhook settings). Default:
+	// NewAuthorizationOptions (Node,RBAC).
+	Authorization *kubeoptions.BuiltInAuthorizationOptions
+	// Admission is kube-apiserver's admission option group
+	// (--enable-admission-plugins, --disable-admission-plugins,
+	// --admission-control-config-file). Default: kube-apiserver's plugins.
+	Admission *kubeoptions.AdmissionOptions
 	// PublicAddress is the address other members of the cluster reach this
 	// server on (--advertise-address).
 	PublicAddress netip.Addr
@@ -87,9 +127,6 @@ type Config struct {
 	// RequestHeaderCA is the PEM CA extension apiservers must trust for
 	// the aggregator's proxied requests (front-proxy CA).
 	RequestHeaderCA []byte
-	// SystemNamespacesInterval is how often missing system namespaces are
-	// recreated. Default: 1m.
-	SystemNamespacesInterval time.Duration
 	// KubernetesServiceNodePort is --kubernetes-service-node-port.
 	KubernetesServiceNodePort int
 	// EndpointReconcilerType is --endpoint-reconciler-type. Default: lease.
@@ -100,9 +137,6 @@ type Config struct {
 	// reconciler. Defaults: reconcilers.DefaultLeaseTTL and
 	// reconcilers.DefaultReconcileInterval.
 	EndpointLeaseTTL, EndpointReconcileInterval time.Duration
-	// IdentityLeaseGCPeriod is how often expired identity leases are
-	// collected. Default: 1h.
-	IdentityLeaseGCPeriod time.Duration
 	// RepairInterval is how often the ClusterIP and NodePort repair loops
 	// run. Default: 3m.
 	RepairInterval time.Duration
@@ -119,22 +153,20 @@ type Server struct {
 	// Generic is the front of the chain (the aggregator's generic server):
 	// it serves, runs every hook and destroys the chain.
 	Generic *genericapiserver.GenericAPIServer
-	// core is the server of kubeboot's own resources; crds the
-	// apiextensions server behind it; aggregator the front.
+	// core is the server of the built-in API (upstream's registries);
+	// crds the apiextensions server behind it; aggregator the front.
 	core       *genericapiserver.GenericAPIServer
 	crds       *apiextensionsapiserver.CustomResourceDefinitions
 	aggregator *aggregatorapiserver.APIAggregator
 
 	Scheme   *runtime.Scheme
-	Codecs   serializer.CodecFactory
 	Client   kubernetes.Interface
 	Loopback *rest.Config
 	storage  *storage.Backend
-	// alloc, services and ipAddresses are what the repair loops read and
-	// fix.
-	alloc       *allocators
-	services    allocator.Lister
-	ipAddresses clusterip.ListerStore
+	// allocators are the Service allocators, whose repair loops read the
+	// core group's Services.
+	allocators   *serviceAllocators
+	coreProvider *coreProvider
 	// informers is the shared informer factory on the loopback client,
 	// started by the generic server's post-start hook.
 	informers informers.SharedInformerFactory
@@ -152,18 +184,27 @@ type Server struct {
 
 // New assembles the server chain (apiextensions, core, aggregator). On
 // error nothing is left running.
-func New(cfg Config) (*Server, error) {
+func New(cfg Config) (_ *Server, err error) {
 	if cfg.Listener == nil || cfg.Etcd == nil {
 		return nil, errors.New("apiserver: a listener and an etcd client are required")
 	}
-	if cfg.EventTTL == 0 {
-		cfg.EventTTL = event.DefaultTTL
-	}
-	scheme := api.NewScheme()
-	codecs := api.NewCodecs(scheme)
+	// Whatever is built is destroyed again if a later step fails: each
+	// server of the chain takes over its delegate's destroy functions, so
+	// the last one built is the one to destroy.
+	var destroy []func()
+	defer func() {
+		if err != nil {
+			for i := len(destroy) - 1; i >= 0; i-- {
+				destroy[i]()
+			}
+		}
+	}()
 
+	if err := disablePeerProxy(); err != nil {
+		return nil, err
+	}
 	loopbackTransport := &loopback.Transport{}
-	gc, err := baseConfig(cfg, codecs, loopbackTransport)
+	gc, err := baseConfig(cfg, legacyscheme.Codecs, loopbackTransport)
 	if err != nil {
 		return nil, err
 	}
@@ -175,14 +216,22 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loopback client: %w", err)
 	}
-	informerFactory := informers.NewSharedInformerFactory(client, 10*time.Minute)
-	if gc.AdmissionControl, err = newAdmission(client, informerFactory); err != nil {
+	// As kube-apiserver: the informers' objects lose their managed fields,
+	// which nothing in the server reads and which would double the cache.
+	informerFactory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
+		informers.WithTransform(dropManagedFields))
+
+	resourceConfig := controlplane.DefaultAPIResourceConfigSource()
+	gc.MergedResourceConfig = resourceConfig
+	storageFactory, err := newStorageFactory(gc, cfg.EtcdPrefix)
+	if err != nil {
 		return nil, err
 	}
 	backend, err := storage.New(storage.Config{
 		Client:                cfg.Etcd,
 		Prefix:                cfg.EtcdPrefix,
-		Serializer:            codecs,
+		Serializer:            legacyscheme.Codecs,
+		Resources:             storageFactory,
 		EnableWatchCache:      cfg.EnableWatchCache,
 		CompactionInterval:    cfg.EtcdCompactionInterval,
 		CountMetricPollPeriod: time.Minute,
@@ -191,6 +240,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	destroy = append(destroy, backend.Destroy)
+	gc.RESTOptionsGetter = backend
 	gc.AddHealthChecks(healthz.NamedCheck("etcd", func(*http.Request) error {
 		return backend.Check(context.Background(), 2*time.Second)
 	}))
@@ -199,7 +250,23 @@ func New(cfg Config) (*Server, error) {
 	}))
 	resolver, err := newEndpointResolver(informerFactory)
 	if err != nil {
-		backend.Destroy()
+		return nil, err
+	}
+	sa, err := newServiceAccountTokens(cfg.ServiceAccounts)
+	if err != nil {
+		return nil, err
+	}
+	// Authentication adds its security definitions to the OpenAPI
+	// configuration, which the core server keeps.
+	withOpenAPI(gc, legacyscheme.Scheme)
+	if err := applyAuthentication(gc, cfg, sa, client, informerFactory); err != nil {
+		return nil, err
+	}
+	if err := applyAuthorization(gc, cfg.Authorization, informerFactory); err != nil {
+		return nil, err
+	}
+	proxyTransport := controlplaneapiserver.CreateProxyTransport()
+	if err := applyAdmission(gc, cfg.Admission, client, informerFactory, resourceConfig, proxyTransport, resolver); err != nil {
 		return nil, err
 	}
 
@@ -207,76 +274,164 @@ func New(cfg Config) (*Server, error) {
 	// delegate, and takes over its post-start and pre-shutdown hooks.
 	crds, err := newExtensionsServer(*gc, backend, informerFactory, resolver, cfg.APIServerCount)
 	if err != nil {
-		backend.Destroy()
 		return nil, err
 	}
+	destroy = append(destroy, crds.GenericAPIServer.Destroy)
 
 	coreConfig := *gc
-	coreConfig.RESTOptionsGetter = backend
 	coreConfig.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
-	withOpenAPI(&coreConfig, scheme)
 	// Served lazily by installOpenAPI.
 	coreConfig.SkipOpenAPIInstallation = true
-	generic, err := coreConfig.Complete(informerFactory).New("kube-apiserver", crds.GenericAPIServer)
+	authInfo, err := clusterAuthenticationInfo(cfg)
 	if err != nil {
-		crds.GenericAPIServer.Destroy()
-		backend.Destroy()
+		return nil, err
+	}
+	cpConfig := controlplaneapiserver.Config{
+		Generic: &coreConfig,
+		Extra: controlplaneapiserver.Extra{
+			ClusterAuthenticationInfo: authInfo,
+			APIResourceConfigSource:   resourceConfig,
+			StorageFactory:            storageFactory,
+			EventTTL:                  cfg.EventTTL,
+			ProxyTransport:            proxyTransport,
+			EndpointSliceGetter:       resolver.slices,
+			SystemNamespaces:          systemNamespaces,
+			VersionedInformers:        informerFactory,
+
+			ServiceAccountIssuer:           sa.issuer,
+			ServiceAccountMaxExpiration:    sa.maxExpiration,
+			ExtendExpiration:               true,
+			ServiceAccountIssuerURL:        sa.issuerURL,
+			ServiceAccountPublicKeysGetter: sa.publicKeys,
+		},
+	}
+	completed := cpConfig.Complete()
+	cp, err := completed.New(controlplaneapiserver.KubeAPIServer, crds.GenericAPIServer)
+	if err != nil {
 		return nil, fmt.Errorf("building the generic API server: %w", err)
 	}
-	generic.RegisterDestroyFunc(backend.Destroy)
+	generic := cp.GenericAPIServer
+	destroy = append(destroy[:0], generic.Destroy)
 
-	ipAddresses, err := ipaddress.NewREST(backend, scheme)
+	allocators, err := newServiceAllocators(backend, client, informerFactory, cfg.ServiceCIDRs, cfg.NodePorts, cfg.RepairInterval)
 	if err != nil {
-		generic.Destroy()
 		return nil, err
 	}
-	alloc, err := newAllocators(backend, ipAddresses, informerFactory, cfg.ServiceCIDRs, cfg.NodePorts)
-	if err != nil {
-		ipAddresses.Destroy()
-		generic.Destroy()
-		return nil, err
-	}
-	generic.RegisterDestroyFunc(alloc.destroy)
+	generic.RegisterDestroyFunc(allocators.destroy)
 	allocator.RegisterMetrics()
-	groups, err := newStorages(backend, scheme, cfg.EventTTL, ipAddresses, alloc.service)
+	core := &coreProvider{
+		generic:    completed.NewCoreGenericConfig(),
+		loopback:   gc.LoopbackClientConfig,
+		kubelet:    defaultKubeletClientConfig(),
+		transport:  proxyTransport,
+		slices:     resolver.slices,
+		authorizer: gc.Authorization.Authorizer,
+		ips:        allocators.ips,
+		primary:    allocators.primary,
+		ports:      allocators.nodePorts.ForRegistry(),
+	}
+	providers, err := storageProviders(gc, core, client, informerFactory, cfg.EventTTL)
 	if err != nil {
-		ipAddresses.Destroy()
-		generic.Destroy()
 		return nil, err
 	}
-	if err := installAPIs(generic, scheme, codecs, groups); err != nil {
-		destroyStorages(groups)
-		generic.Destroy()
-		return nil, err
+	if err := cp.InstallAPIs(providers...); err != nil {
+		return nil, fmt.Errorf("installing the API: %w", err)
 	}
 	if err := installOpenAPI(generic, coreConfig.OpenAPIConfig, coreConfig.OpenAPIV3Config); err != nil {
-		generic.Destroy()
 		return nil, fmt.Errorf("serving OpenAPI: %w", err)
 	}
-	s := &Server{Scheme: scheme, Codecs: codecs, Client: client, Loopback: gc.LoopbackClientConfig,
+	s := &Server{Scheme: legacyscheme.Scheme, Client: client, Loopback: gc.LoopbackClientConfig,
 		storage: backend, informers: informerFactory, internalClient: internalClient,
-		alloc: alloc, services: groups[""]["v1"]["services"].(allocator.Lister), ipAddresses: ipAddresses,
+		allocators: allocators, coreProvider: core,
 		core: generic, crds: crds, failed: make(chan error, 1)}
 	if err := s.addHooks(cfg); err != nil {
-		generic.Destroy()
 		return nil, err
 	}
 
 	agg, err := newAggregator(*gc, backend, informerFactory, resolver, cfg.ProxyClientCertFile, cfg.ProxyClientKeyFile,
-		[]*runtime.Scheme{scheme}, generic)
+		[]*runtime.Scheme{legacyscheme.Scheme}, generic)
 	if err != nil {
-		generic.Destroy()
 		return nil, err
 	}
 	s.aggregator = agg
 	s.Generic = agg.GenericAPIServer
+	destroy = append(destroy[:0], s.Generic.Destroy)
 	s.loopback = loopbackTransport
 	loopbackTransport.SetHandler(agg.GenericAPIServer.Handler)
 	if err := s.addAggregatorHooks(cfg); err != nil {
-		s.Generic.Destroy()
 		return nil, err
 	}
 	return s, nil
+}
+
+// disablePeerProxy switches off the mixed-version proxy
+// (UnknownVersionInteroperabilityProxy, on by default since 1.36): its
+// peer leases are written through a storage of their own that dials
+// --etcd-servers, which embedded etcd has not got, and every kubeboot of
+// a cluster serves the same version. The switch is process-wide.
+func disablePeerProxy() error {
+	if !utilfeature.DefaultFeatureGate.Enabled(genericfeatures.UnknownVersionInteroperabilityProxy) {
+		return nil
+	}
+	return utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(genericfeatures.UnknownVersionInteroperabilityProxy): false})
+}
+
+// systemNamespaces are created at start and kept, as kube-apiserver's.
+var systemNamespaces = []string{metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease, metav1.NamespaceDefault}
+
+// dropManagedFields is the informers' transform.
+func dropManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// newStorageFactory is kube-apiserver's storage factory: each resource's
+// storage version, codec and key prefix, so that etcd data is
+// interchangeable with kube-apiserver's. kubeboot does not use the etcd
+// connections it describes: every resource shares the one client.
+func newStorageFactory(gc *genericapiserver.Config, prefix string) (*serverstorage.DefaultStorageFactory, error) {
+	etcdOptions := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(prefix, nil))
+	etcdOptions.DefaultStorageMediaType = storage.StorageMediaType
+	c := kubeapiserver.NewStorageFactoryConfigEffectiveVersion(gc.EffectiveVersion)
+	c.APIResourceConfig = gc.MergedResourceConfig
+	c.DefaultResourceEncoding.SetEffectiveVersion(gc.EffectiveVersion)
+	f, err := c.Complete(etcdOptions).New()
+	if err != nil {
+		return nil, fmt.Errorf("storage factory: %w", err)
+	}
+	return f, nil
+}
+
+// storageProviders are the built-in API groups, as kube-apiserver's list,
+// with kubeboot's core group.
+func storageProviders(gc *genericapiserver.Config, core *coreProvider, client kubernetes.Interface, factory informers.SharedInformerFactory, eventTTL time.Duration) ([]controlplaneapiserver.RESTStorageProvider, error) {
+	authz := gc.Authorization.Authorizer
+	return []controlplaneapiserver.RESTStorageProvider{
+		core,
+		apiserverinternalrest.StorageProvider{},
+		authenticationrest.RESTStorageProvider{Authenticator: gc.Authentication.Authenticator, APIAudiences: gc.Authentication.APIAudiences},
+		authorizationrest.RESTStorageProvider{Authorizer: authz, RuleResolver: gc.RuleResolver},
+		autoscalingrest.RESTStorageProvider{},
+		batchrest.RESTStorageProvider{},
+		certificatesrest.RESTStorageProvider{Authorizer: authz},
+		coordinationrest.RESTStorageProvider{},
+		discoveryrest.StorageProvider{},
+		lifecyclerest.RESTStorageProvider{},
+		networkingrest.RESTStorageProvider{},
+		noderest.RESTStorageProvider{},
+		policyrest.RESTStorageProvider{},
+		rbacrest.RESTStorageProvider{Authorizer: authz},
+		schedulingrest.RESTStorageProvider{},
+		storagerest.RESTStorageProvider{},
+		svmrest.RESTStorageProvider{},
+		flowcontrolrest.RESTStorageProvider{InformerFactory: factory},
+		appsrest.StorageProvider{},
+		admissionregistrationrest.RESTStorageProvider{Authorizer: authz, DiscoveryClient: client.Discovery()},
+		eventsrest.RESTStorageProvider{TTL: eventTTL},
+		resourcerest.RESTStorageProvider{NamespaceClient: client.CoreV1().Namespaces(), Authorizer: authz},
+	}, nil
 }
 
 // baseConfig is what every server of the chain shares: serving, version,
@@ -296,12 +451,6 @@ func baseConfig(cfg Config, codecs serializer.CodecFactory, lb *loopback.Transpo
 	gc.PublicAddress = net.IP(cfg.PublicAddress.AsSlice())
 	gc.ShutdownDelayDuration = cfg.ShutdownDelay
 	gc.ShutdownWatchTerminationGracePeriod = cfg.ShutdownWatchTerminationGracePeriod
-	gc.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
-	authn, err := newAuthenticator(gc.SecureServing.ClientCA.(dynamiccertificates.CAContentProvider).VerifyOptions, cfg.TokenAuthFile)
-	if err != nil {
-		return nil, err
-	}
-	gc.Authentication.Authenticator = authn
 	return gc, nil
 }
 

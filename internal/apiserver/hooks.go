@@ -22,26 +22,21 @@ import (
 	"k8s.io/kube-aggregator/pkg/controllers/autoregister"
 
 	"github.com/kubeboot/kubeboot/internal/controller/apiservices"
-	"github.com/kubeboot/kubeboot/internal/controller/clusterauthentication"
 	"github.com/kubeboot/kubeboot/internal/controller/defaultservicecidr"
-	"github.com/kubeboot/kubeboot/internal/controller/identitylease"
 	"github.com/kubeboot/kubeboot/internal/controller/kubernetesservice"
-	"github.com/kubeboot/kubeboot/internal/controller/legacytokentracking"
 	"github.com/kubeboot/kubeboot/internal/controller/namespace"
-	"github.com/kubeboot/kubeboot/internal/controller/systemnamespaces"
 	"github.com/kubeboot/kubeboot/internal/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
 )
 
 // Post-start hook names, as kube-apiserver's; each is also a readiness
-// check poststarthook/<name>.
+// check poststarthook/<name>. Upstream's generic control plane
+// (k8s.io/kubernetes/pkg/controlplane/apiserver) adds the system
+// namespaces, identity lease, cluster authentication info and legacy
+// token tracking controllers; the API groups add theirs (RBAC bootstrap
+// policy, priority classes, API Priority and Fairness configuration).
 const (
-	hookSystemNamespaces    = "start-system-namespaces-controller"
-	hookBootstrap           = "bootstrap-controller"
-	hookIdentityLease       = "start-kube-apiserver-identity-lease-controller"
-	hookIdentityLeaseGC     = "start-kube-apiserver-identity-lease-garbage-collector"
-	hookClusterAuthInfo     = "start-cluster-authentication-info-controller"
-	hookLegacyTokenTracking = "start-legacy-token-tracking-controller"
+	hookBootstrap = "bootstrap-controller"
 	// Not kube-apiserver's: the namespace controller belongs to
 	// controller-manager, which kubeboot does not have yet.
 	hookNamespaceController = "start-namespace-controller"
@@ -61,7 +56,6 @@ func (s *Server) addHooks(cfg Config) error {
 	recorder := broadcaster.NewRecorder(s.Scheme, corev1.EventSource{Component: "kube-apiserver"})
 	s.core.RegisterDestroyFunc(broadcaster.Shutdown)
 
-	namespaces := systemnamespaces.New(s.Client, cfg.SystemNamespacesInterval)
 	reconciler, err := s.newReconciler(cfg)
 	if err != nil {
 		return err
@@ -86,30 +80,22 @@ func (s *Server) addHooks(cfg Config) error {
 		return err
 	}
 	cidr := defaultservicecidr.New(s.Client, cfg.ServiceCIDRs.All(), recorder, 0)
-	repairs := s.newRepairs(cfg, recorder)
-	authInfo := clusterauthentication.New(s.Client, cfg.ClientCA, &clusterauthentication.RequestHeader{CA: cfg.RequestHeaderCA, AllowedNames: []string{"front-proxy-client"}}, 0)
-	tokenTracking := legacytokentracking.New(s.Client, 0)
+	repairInterval, repairDeadline := cfg.RepairInterval, cfg.RepairDeadline
+	if repairInterval <= 0 {
+		repairInterval = DefaultRepairInterval
+	}
+	if repairDeadline <= 0 {
+		repairDeadline = DefaultRepairDeadline
+	}
 
+	s.coreProvider.repair = func(hc genericapiserver.PostStartHookContext) error {
+		return s.allocators.startRepairs(hc, s.coreProvider.services, recorder, repairInterval, repairDeadline)
+	}
 	hooks := []struct {
 		name string
 		fn   genericapiserver.PostStartHookFunc
 	}{
 		// In kube-apiserver's order, which /readyz?verbose lists.
-		{hookSystemNamespaces, func(hc genericapiserver.PostStartHookContext) error { return namespaces.Start(hc) }},
-		{hookClusterAuthInfo, func(hc genericapiserver.PostStartHookContext) error { return authInfo.Start(hc) }},
-		{hookIdentityLease, func(hc genericapiserver.PostStartHookContext) error {
-			identitylease.Start(hc, s.Client, identitylease.Config{
-				ID:          s.core.APIServerID,
-				PeerAddress: net.JoinHostPort(cfg.PublicAddress.String(), portStr),
-				GCPeriod:    cfg.IdentityLeaseGCPeriod,
-			})
-			return nil
-		}},
-		// The collector runs with the lease controller; the hook keeps
-		// upstream's readiness check name.
-		{hookIdentityLeaseGC, func(genericapiserver.PostStartHookContext) error { return nil }},
-		{hookLegacyTokenTracking, func(hc genericapiserver.PostStartHookContext) error { return tokenTracking.Start(hc) }},
-		{hookRepair, func(hc genericapiserver.PostStartHookContext) error { return repairs.start(hc) }},
 		{hookBootstrap, func(hc genericapiserver.PostStartHookContext) error {
 			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.Client.CoreV1().Events("")})
 			return bootstrap.Start(hc)

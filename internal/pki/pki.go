@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -183,9 +184,13 @@ func pairPresent(certPath, keyPath string) error {
 	return nil
 }
 
+// ServiceAccountKeyName is the name of the service account signing key
+// in a data dir's pki directory: a key without a certificate.
+const ServiceAccountKeyName = "sa"
+
 // Check reports, without writing anything, whether the certificates in dir
 // can be used: every certificate and key present parses, and comes with its
-// pair.
+// pair (the service account signing key has none).
 func Check(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
@@ -197,7 +202,11 @@ func Check(dir string) error {
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".crt")
 		if !ok {
-			if n, isKey := strings.CutSuffix(e.Name(), ".key"); isKey {
+			if n, isKey := strings.CutSuffix(e.Name(), ".key"); isKey && n == ServiceAccountKeyName {
+				if _, err := readSigningKey(filepath.Join(dir, e.Name())); err != nil {
+					return err
+				}
+			} else if isKey {
 				if err := pairPresent(filepath.Join(dir, n+".crt"), filepath.Join(dir, e.Name())); err != nil {
 					return err
 				}
@@ -390,4 +399,46 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// EnsureSigningKey returns the path of dir/<name>.key, a private key that
+// signs tokens (the service account signing key), generating it (ECDSA
+// P-256, 0600) on first use and reusing it after, so tokens stay valid
+// across restarts.
+func EnsureSigningKey(dir, name string) (string, error) {
+	path := filepath.Join(dir, name+".key")
+	if _, err := readSigningKey(path); err == nil {
+		return path, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	key, err := newKey()
+	if err != nil {
+		return "", err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", err
+	}
+	if err := WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// readSigningKey reads a PEM private key.
+func readSigningKey(path string) (crypto.Signer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := pem.Decode(data)
+	if b == nil {
+		return nil, fmt.Errorf("%s: no PEM private key", path)
+	}
+	key, err := parseKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return key, nil
 }

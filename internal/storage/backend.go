@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/kubernetes"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -48,6 +50,12 @@ type Config struct {
 	CountMetricPollPeriod time.Duration
 	// ObjectCountTracker receives those counts (may be nil).
 	ObjectCountTracker flowcontrolrequest.StorageObjectCountTracker
+	// Resources, when set, gives each resource its storage version, codec
+	// and key prefix: kube-apiserver's storage factory, so that the data
+	// reads the same in either server. When nil, every resource is stored
+	// as its group's v1 under ResourcePrefix, encoded by Serializer (the
+	// apiextensions and aggregator servers' layout).
+	Resources serverstorage.StorageFactory
 }
 
 // Backend implements generic.RESTOptionsGetter on one shared etcd client.
@@ -98,6 +106,7 @@ func (c *cacheSet) ready() bool {
 func (b *Backend) WithSerializer(serializer runtime.StorageSerializer) *Backend {
 	cfg := b.cfg
 	cfg.Serializer = serializer
+	cfg.Resources = nil
 	return &Backend{cfg: cfg, kclient: b.kclient, compactor: b.compactor, caches: b.caches}
 }
 
@@ -131,7 +140,34 @@ func New(cfg Config) (*Backend, error) {
 }
 
 // GetRESTOptions implements generic.RESTOptionsGetter.
-func (b *Backend) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
+func (b *Backend) GetRESTOptions(gr schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	config, prefix, err := b.resourceConfig(gr, example)
+	if err != nil {
+		return generic.RESTOptions{}, err
+	}
+	return generic.RESTOptions{
+		StorageConfig:             config,
+		Decorator:                 b.decorator(!uncachedResources[gr] && b.cfg.EnableWatchCache),
+		EnableGarbageCollection:   false,
+		DeleteCollectionWorkers:   1,
+		ResourcePrefix:            prefix,
+		CountMetricPollPeriod:     b.cfg.CountMetricPollPeriod,
+		StorageObjectCountTracker: b.cfg.ObjectCountTracker,
+	}, nil
+}
+
+// resourceConfig is gr's storage configuration and key prefix.
+func (b *Backend) resourceConfig(gr schema.GroupResource, example runtime.Object) (*storagebackend.ConfigForResource, string, error) {
+	if b.cfg.Resources != nil {
+		config, err := b.cfg.Resources.NewConfig(gr, example)
+		if err != nil {
+			return nil, "", fmt.Errorf("storage configuration for %s: %w", gr, err)
+		}
+		config.CompactionInterval = b.cfg.CompactionInterval
+		config.CountMetricPollPeriod = b.cfg.CountMetricPollPeriod
+		config.StorageObjectCountTracker = b.cfg.ObjectCountTracker
+		return config, b.cfg.Resources.ResourcePrefix(gr), nil
+	}
 	storageVersion, ok := storageVersions[gr]
 	if !ok {
 		storageVersion = schema.GroupVersion{Group: gr.Group, Version: "v1"}
@@ -144,23 +180,14 @@ func (b *Backend) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (gen
 		MemoryVersion:     memoryVersion,
 	})
 	if err != nil {
-		return generic.RESTOptions{}, fmt.Errorf("storage codec for %s: %w", gr, err)
+		return nil, "", fmt.Errorf("storage codec for %s: %w", gr, err)
 	}
 	sc := storagebackend.NewDefaultConfig(b.cfg.Prefix, codec)
 	sc.EncodeVersioner = versioner
 	sc.CompactionInterval = b.cfg.CompactionInterval
 	sc.CountMetricPollPeriod = b.cfg.CountMetricPollPeriod
 	sc.StorageObjectCountTracker = b.cfg.ObjectCountTracker
-
-	return generic.RESTOptions{
-		StorageConfig:             sc.ForResource(gr),
-		Decorator:                 b.decorator(!uncachedResources[gr] && b.cfg.EnableWatchCache),
-		EnableGarbageCollection:   false,
-		DeleteCollectionWorkers:   1,
-		ResourcePrefix:            ResourcePrefix(gr),
-		CountMetricPollPeriod:     b.cfg.CountMetricPollPeriod,
-		StorageObjectCountTracker: b.cfg.ObjectCountTracker,
-	}, nil
+	return sc.ForResource(gr), ResourcePrefix(gr), nil
 }
 
 // decorator builds a resource's storage.Interface on the shared client,
@@ -176,12 +203,13 @@ func (b *Backend) decorator(cached bool) generic.StorageDecorator {
 		if err != nil {
 			return nil, nil, fmt.Errorf("etcd storage for %s: %w", config.GroupResource, err)
 		}
+		checked := createChecked{raw}
 		if !cached {
 			var once sync.Once
-			return raw, func() { once.Do(raw.Close) }, nil
+			return checked, func() { once.Do(raw.Close) }, nil
 		}
 		cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
-			Storage:             raw,
+			Storage:             checked,
 			Versioner:           versioner,
 			GroupResource:       config.GroupResource,
 			EventsHistoryWindow: config.EventsHistoryWindow,
@@ -198,7 +226,7 @@ func (b *Backend) decorator(cached bool) generic.StorageDecorator {
 			raw.Close()
 			return nil, nil, fmt.Errorf("watch cache for %s: %w", config.GroupResource, err)
 		}
-		delegator := cacherstorage.NewCacheDelegator(cacher, raw)
+		delegator := cacherstorage.NewCacheDelegator(cacher, checked)
 		b.caches.add(cacher)
 		var once sync.Once
 		return delegator, func() {
@@ -265,3 +293,16 @@ func (b *Backend) Destroy() {
 type inProcessEndpoint struct{ *clientv3.Client }
 
 func (inProcessEndpoint) Endpoints() []string { return []string{"in-process"} }
+
+// createChecked refuses a create that carries a resourceVersion as a bad
+// request: the etcd store refuses it with an untyped error, which the
+// registry would answer with a 500, and it is the client's mistake.
+type createChecked struct{ storage.Interface }
+
+func (s createChecked) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
+	err := s.Interface.Create(ctx, key, obj, out, ttl)
+	if errors.Is(err, storage.ErrResourceVersionSetOnCreate) {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	return err
+}

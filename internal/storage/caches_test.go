@@ -10,9 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apistorage "k8s.io/apiserver/pkg/storage"
 
-	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 	"github.com/kubeboot/kubeboot/internal/storage"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
 )
 
 // TestWaitForCaches checks WaitForCaches returns once the watch caches
@@ -20,7 +21,7 @@ import (
 // that were destroyed.
 func TestWaitForCaches(t *testing.T) {
 	e := etcdtest.Start(t)
-	backend, err := storage.New(storage.Config{Client: e.Client(), Serializer: api.NewCodecs(api.NewScheme()), EnableWatchCache: true})
+	backend, err := storage.New(storage.Config{Client: e.Client(), Serializer: legacyscheme.Codecs, EnableWatchCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}

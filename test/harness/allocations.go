@@ -12,7 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeboot/kubeboot/internal/api"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
 )
 
 // CheckAllocations compares the Services with the stored IPAddresses and
@@ -83,7 +84,7 @@ func storedNodePorts(t testing.TB, etcdClient *clientv3.Client) map[int]bool {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("reading the node port bitmap: %v", err)
 	}
-	obj, _, err := api.NewCodecs(api.NewScheme()).UniversalDeserializer().Decode(resp.Kvs[0].Value, nil, nil)
+	obj, _, err := legacyscheme.Codecs.UniversalDeserializer().Decode(resp.Kvs[0].Value, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,4 +103,32 @@ func storedNodePorts(t testing.TB, etcdClient *clientv3.Client) map[int]bool {
 		}
 	}
 	return out
+}
+
+// OrphanIPAddresses counts the IPAddresses whose Service does not hold
+// them.
+func OrphanIPAddresses(t testing.TB, client kubernetes.Interface) int {
+	t.Helper()
+	ctx := context.Background()
+	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips, err := client.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	for _, svc := range svcs.Items {
+		for _, ip := range svc.Spec.ClusterIPs {
+			held[ip] = true
+		}
+	}
+	n := 0
+	for _, ip := range ips.Items {
+		if !held[ip.Name] {
+			n++
+		}
+	}
+	return n
 }

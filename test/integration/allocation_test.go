@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -63,7 +64,11 @@ func TestAllocationAcrossAPIServers(t *testing.T) {
 					mu.Lock()
 					refusals[string(apierrors.ReasonForError(err))]++
 					mu.Unlock()
-					if apierrors.IsInternalError(err) || apierrors.ReasonForError(err) == metav1.StatusReasonUnknown {
+					// A full range is answered 500 "range is full" by
+					// upstream's Service registry, as by kube-apiserver:
+					// 24 workers share 62 addresses, so it happens here.
+					full := apierrors.IsInternalError(err) && strings.HasSuffix(err.Error(), "range is full")
+					if !full && (apierrors.IsInternalError(err) || apierrors.ReasonForError(err) == metav1.StatusReasonUnknown) {
 						t.Errorf("op %d of worker %d: %v", i, w, err)
 					}
 				}

@@ -6,8 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/etcd"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
 )
 
 // storedEndpoints reads the kubernetes Endpoints straight from etcd, as
@@ -21,7 +22,7 @@ func storedEndpoints(t testing.TB, e *etcd.Server) *corev1.Endpoints {
 	if len(resp.Kvs) != 1 {
 		t.Fatalf("no stored kubernetes endpoints")
 	}
-	obj, _, err := api.NewCodecs(api.NewScheme()).UniversalDeserializer().Decode(resp.Kvs[0].Value, nil, nil)
+	obj, _, err := legacyscheme.Codecs.UniversalDeserializer().Decode(resp.Kvs[0].Value, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

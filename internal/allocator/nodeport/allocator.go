@@ -20,6 +20,8 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/klog/v2"
 
+	"k8s.io/kubernetes/pkg/registry/core/service/portallocator"
+
 	"github.com/kubeboot/kubeboot/internal/allocator"
 	"github.com/kubeboot/kubeboot/internal/network"
 )
@@ -103,8 +105,8 @@ func (a *Allocator) Close() {
 
 // Allocate reserves the ports in want, 0 meaning any free port, all or
 // nothing, and returns them in order. On failure, errs maps the index of
-// each refused entry of want to its error (ErrPortAllocated,
-// *PortNotInRangeError, ErrFull) and err is nil; err reports storage
+// each refused entry of want to its error (portallocator.ErrAllocated,
+// *portallocator.ErrNotInRange, portallocator.ErrFull) and err is nil; err reports storage
 // failures. dryRun checks without reserving.
 func (a *Allocator) Allocate(ctx context.Context, want []int, dryRun bool) (ports []int, errs map[int]error, err error) {
 	r := a.submit(ctx, &op{want: want, dryRun: dryRun})
@@ -319,9 +321,9 @@ func (a *Allocator) apply(bm *bitmap, o *op) result {
 		}
 		switch {
 		case !a.rng.Contains(p):
-			errs[i] = &allocator.PortNotInRangeError{ValidPorts: a.rng.String()}
+			errs[i] = &portallocator.ErrNotInRange{ValidPorts: a.rng.String()}
 		case work.has(p - a.rng.Base):
-			errs[i] = allocator.ErrPortAllocated
+			errs[i] = portallocator.ErrAllocated
 		default:
 			work.set(p - a.rng.Base)
 			ports[i] = p
@@ -336,7 +338,7 @@ func (a *Allocator) apply(bm *bitmap, o *op) result {
 			off = work.free(0, a.reserved-1)
 		}
 		if off < 0 {
-			errs[i] = allocator.ErrFull
+			errs[i] = portallocator.ErrFull
 			continue
 		}
 		work.set(off)

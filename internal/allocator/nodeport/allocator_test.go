@@ -15,9 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/storage"
 
-	"github.com/kubeboot/kubeboot/internal/allocator"
-	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/network"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
+	"k8s.io/kubernetes/pkg/registry/core/service/portallocator"
 )
 
 func portRange(t testing.TB, s string) network.PortRange {
@@ -73,13 +74,13 @@ func storedPorts(t testing.TB, store storage.Interface, base int) []int {
 
 // errKind names an allocation error for comparisons.
 func errKind(err error) string {
-	var notInRange *allocator.PortNotInRangeError
+	var notInRange *portallocator.ErrNotInRange
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, allocator.ErrPortAllocated):
+	case errors.Is(err, portallocator.ErrAllocated):
 		return "allocated"
-	case errors.Is(err, allocator.ErrFull):
+	case errors.Is(err, portallocator.ErrFull):
 		return "full"
 	case errors.As(err, &notInRange):
 		return "notInRange"
@@ -405,7 +406,7 @@ func TestStoredFormatIsKubeAPIServers(t *testing.T) {
 	if !bytes.HasPrefix(value, []byte("k8s\x00")) {
 		t.Errorf("stored value is not Kubernetes protobuf: %q", value[:min(len(value), 16)])
 	}
-	obj, gvk, err := api.NewCodecs(scheme).UniversalDeserializer().Decode(value, nil, nil)
+	obj, gvk, err := legacyscheme.Codecs.UniversalDeserializer().Decode(value, nil, nil)
 	if err != nil {
 		t.Fatalf("decoding the stored value: %v", err)
 	}

@@ -10,9 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage"
 
-	"github.com/kubeboot/kubeboot/internal/api"
 	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
 	kbstorage "github.com/kubeboot/kubeboot/internal/storage"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
 )
 
 // One embedded etcd for the package (and for each fuzzing worker). Every
@@ -26,7 +27,7 @@ var (
 
 func TestMain(m *testing.M) {
 	etcdtest.Main(func(c *clientv3.Client) int {
-		etcdClient, scheme = c, api.NewScheme()
+		etcdClient, scheme = c, legacyscheme.Scheme
 		return m.Run()
 	})
 }
@@ -41,7 +42,7 @@ func newPrefix() string {
 // two apiservers.
 func newRawStore(t testing.TB, prefix string) storage.Interface {
 	t.Helper()
-	backend, err := kbstorage.New(kbstorage.Config{Client: etcdClient, Prefix: prefix, Serializer: api.NewCodecs(scheme)})
+	backend, err := kbstorage.New(kbstorage.Config{Client: etcdClient, Prefix: prefix, Serializer: legacyscheme.Codecs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
-	"github.com/kubeboot/kubeboot/internal/registry/event"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
 
@@ -47,6 +48,16 @@ type APIServer struct {
 	TokenAuthFile string
 	ClientCAFile  string
 
+	ServiceAccountIssuer             []string
+	ServiceAccountKeyFiles           []string
+	ServiceAccountSigningKeyFile     string
+	ServiceAccountMaxTokenExpiration time.Duration
+
+	// Authorization and Admission are kube-apiserver's own option groups:
+	// their flags, defaults, checks and messages are upstream's.
+	Authorization *kubeoptions.BuiltInAuthorizationOptions
+	Admission     *kubeoptions.AdmissionOptions
+
 	CRDDir string
 
 	EventTTL              time.Duration
@@ -74,8 +85,11 @@ func NewAPIServer() *APIServer {
 		RepairInterval:            3 * time.Minute,
 		RepairDeadline:            time.Minute,
 
-		EventTTL:   event.DefaultTTL,
+		EventTTL:   apiserver.DefaultEventTTL,
 		WatchCache: true,
+
+		Authorization: apiserver.NewAuthorizationOptions(),
+		Admission:     kubeoptions.NewAdmissionOptions(),
 	}
 }
 
@@ -107,6 +121,13 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "If set, the file that will be used to secure the secure port of the API server via token authentication (CSV: token,user,uid,\"group1,group2\").")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "If set, any request presenting a client certificate signed by one of the authorities in this file is authenticated (in addition to the generated CA).")
+
+	fs.StringArrayVar(&o.ServiceAccountIssuer, "service-account-issuer", o.ServiceAccountIssuer, "Identifier of the service account token issuer (default "+apiserver.DefaultServiceAccountIssuer+"). The first one issues tokens; tokens of every one given are accepted. Repeat the flag for several.")
+	fs.StringArrayVar(&o.ServiceAccountKeyFiles, "service-account-key-file", o.ServiceAccountKeyFiles, "File containing PEM-encoded public or private keys that verify service account tokens. Default: the signing key. Repeat the flag for several.")
+	fs.StringVar(&o.ServiceAccountSigningKeyFile, "service-account-signing-key-file", o.ServiceAccountSigningKeyFile, "Path to the file that contains the current private key of the service account token issuer. Default: pki/sa.key in --data-dir, generated on first start.")
+	fs.DurationVar(&o.ServiceAccountMaxTokenExpiration, "service-account-max-token-expiration", o.ServiceAccountMaxTokenExpiration, "The maximum validity duration of a token created by the service account token issuer. 0 sets no maximum.")
+	o.Authorization.AddFlags(fs)
+	o.Admission.AddFlags(fs)
 
 	fs.StringVar(&o.CRDDir, "crd-dir", o.CRDDir, "If set, a directory of CustomResourceDefinition manifests (.yaml, .yml, .json) to install at start; the server is ready only once they are established.")
 
@@ -150,6 +171,11 @@ func (o *APIServer) Validate() error {
 	if o.AdvertiseAddress != nil && (o.AdvertiseAddress.IsUnspecified() || o.AdvertiseAddress.IsLoopback()) {
 		errs = append(errs, fmt.Errorf("--advertise-address %s must be a specific, non-loopback address", o.AdvertiseAddress))
 	}
+	errs = append(errs, o.Authorization.Validate()...)
+	errs = append(errs, o.Admission.Validate()...)
+	if o.ServiceAccountMaxTokenExpiration < 0 {
+		errs = append(errs, fmt.Errorf("--service-account-max-token-expiration %s must not be negative", o.ServiceAccountMaxTokenExpiration))
+	}
 	return errors.Join(errs...)
 }
 
@@ -182,7 +208,15 @@ func (o *APIServer) Config() controlplane.Config {
 		RepairInterval:            o.RepairInterval,
 		RepairDeadline:            o.RepairDeadline,
 
-		TokenAuthFile:         o.TokenAuthFile,
+		TokenAuthFile: o.TokenAuthFile,
+
+		ServiceAccountIssuer:             o.ServiceAccountIssuer,
+		ServiceAccountKeyFiles:           o.ServiceAccountKeyFiles,
+		ServiceAccountSigningKeyFile:     o.ServiceAccountSigningKeyFile,
+		ServiceAccountMaxTokenExpiration: o.ServiceAccountMaxTokenExpiration,
+		Authorization:                    o.Authorization,
+		Admission:                        o.Admission,
+
 		ClientCAFile:          o.ClientCAFile,
 		CRDDir:                o.CRDDir,
 		EventTTL:              o.EventTTL,

@@ -1,0 +1,239 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apiserver/pkg/util/proxy"
+	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	policyclient "k8s.io/client-go/kubernetes/typed/policy/v1"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	api "k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/features"
+	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
+	controllerstore "k8s.io/kubernetes/pkg/registry/core/replicationcontroller/storage"
+	corerest "k8s.io/kubernetes/pkg/registry/core/rest"
+	"k8s.io/kubernetes/pkg/registry/core/service/ipallocator"
+	"k8s.io/kubernetes/pkg/registry/core/service/portallocator"
+
+	endpointsstore "k8s.io/kubernetes/pkg/registry/core/endpoint/storage"
+	limitrangestore "k8s.io/kubernetes/pkg/registry/core/limitrange/storage"
+	nodestore "k8s.io/kubernetes/pkg/registry/core/node/storage"
+	pvstore "k8s.io/kubernetes/pkg/registry/core/persistentvolume/storage"
+	pvcstore "k8s.io/kubernetes/pkg/registry/core/persistentvolumeclaim/storage"
+	podstore "k8s.io/kubernetes/pkg/registry/core/pod/storage"
+	podtemplatestore "k8s.io/kubernetes/pkg/registry/core/podtemplate/storage"
+	servicestore "k8s.io/kubernetes/pkg/registry/core/service/storage"
+	serviceaccountstore "k8s.io/kubernetes/pkg/registry/core/serviceaccount/storage"
+)
+
+// coreProvider builds the core ("") group from upstream's registries, as
+// kube-apiserver's legacy storage provider does, except that Services
+// allocate through the allocators kubeboot hands in (see services.go)
+// instead of ones the provider would build, and componentstatuses (which
+// probes fixed local ports) is left out.
+type coreProvider struct {
+	generic    *corerest.GenericConfig
+	loopback   *restclient.Config
+	kubelet    kubeletclient.KubeletClientConfig
+	transport  http.RoundTripper
+	slices     proxy.EndpointSliceGetter
+	authorizer authorizer.Authorizer
+	ips        map[api.IPFamily]ipallocator.Interface
+	primary    api.IPFamily
+	ports      portallocator.Interface
+
+	// services is the Services registry, once built: the NodePort repair
+	// loop lists it.
+	services *servicestore.REST
+	// repair starts the Service allocators' repair loops; set before the
+	// server runs. Its hook is registered with the group, where
+	// kube-apiserver registers it, so /readyz lists it in the same place.
+	repair genericapiserver.PostStartHookFunc
+}
+
+// PostStartHook implements genericapiserver.PostStartHookProvider.
+func (p *coreProvider) PostStartHook() (string, genericapiserver.PostStartHookFunc, error) {
+	return hookRepair, stopIsNotFailure(func(hc genericapiserver.PostStartHookContext) error {
+		return p.repair(hc)
+	}), nil
+}
+
+// GroupName implements controlplaneapiserver.RESTStorageProvider.
+func (p *coreProvider) GroupName() string { return api.GroupName }
+
+// NewRESTStorage implements controlplaneapiserver.RESTStorageProvider.
+func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigSource, opts generic.RESTOptionsGetter) (genericapiserver.APIGroupInfo, error) {
+	info, err := p.generic.NewRESTStorage(resources, opts)
+	if err != nil {
+		return genericapiserver.APIGroupInfo{}, err
+	}
+	storage := info.VersionedResourcesStorageMap["v1"]
+	if storage == nil {
+		storage = map[string]rest.Storage{}
+	}
+	fail := func(what string, err error) (genericapiserver.APIGroupInfo, error) {
+		for _, s := range storage {
+			s.Destroy()
+		}
+		return genericapiserver.APIGroupInfo{}, fmt.Errorf("%s storage: %w", what, err)
+	}
+	enabled := func(resource string) bool {
+		return resources.ResourceEnabled(corev1.SchemeGroupVersion.WithResource(resource))
+	}
+
+	pdbs, err := policyclient.NewForConfig(p.loopback)
+	if err != nil {
+		return fail("pod", err)
+	}
+	webhooks, err := admissionregistrationv1client.NewForConfig(p.loopback)
+	if err != nil {
+		return fail("serviceaccount", err)
+	}
+	nodes, err := nodestore.NewStorage(opts, p.kubelet, p.transport)
+	if err != nil {
+		return fail("node", err)
+	}
+	pods, err := podstore.NewStorage(opts, nodes.KubeletConnectionInfo, p.transport, pdbs, p.authorizer)
+	if err != nil {
+		nodes.Node.Destroy()
+		return fail("pod", err)
+	}
+	services, serviceStatus, serviceProxy, err := servicestore.NewREST(opts, p.primary, p.ips, p.ports, p.slices, pods.Pod, p.transport)
+	if err != nil {
+		nodes.Node.Destroy()
+		pods.Pod.Destroy()
+		return fail("service", err)
+	}
+	p.services = services
+
+	if enabled("pods") {
+		storage["pods"] = pods.Pod
+		storage["pods/attach"] = pods.Attach
+		storage["pods/status"] = pods.Status
+		storage["pods/log"] = pods.Log
+		storage["pods/exec"] = pods.Exec
+		storage["pods/portforward"] = pods.PortForward
+		storage["pods/proxy"] = pods.Proxy
+		storage["pods/binding"] = pods.Binding
+		if pods.Eviction != nil {
+			storage["pods/eviction"] = pods.Eviction
+		}
+		storage["pods/ephemeralcontainers"] = pods.EphemeralContainers
+		if utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodVerticalScaling) {
+			storage["pods/resize"] = pods.Resize
+		}
+	}
+	if enabled("bindings") {
+		storage["bindings"] = pods.LegacyBinding
+	}
+	if enabled("nodes") {
+		storage["nodes"] = nodes.Node
+		storage["nodes/proxy"] = nodes.Proxy
+		storage["nodes/status"] = nodes.Status
+	}
+	if enabled("services") {
+		storage["services"] = services
+		storage["services/proxy"] = serviceProxy
+		storage["services/status"] = serviceStatus
+	}
+	// Service accounts issue tokens bound to pods and nodes, which the
+	// generic core group has not got: rebuild them with both.
+	if enabled("serviceaccounts") && p.generic.ServiceAccountIssuer != nil {
+		var nodeGetter rest.Getter
+		if utilfeature.DefaultFeatureGate.Enabled(features.ServiceAccountTokenNodeBinding) ||
+			utilfeature.DefaultFeatureGate.Enabled(features.ServiceAccountTokenPodNodeInfo) {
+			nodeGetter = nodes.Node.Store
+		}
+		sa, err := serviceaccountstore.NewREST(opts, p.generic.ServiceAccountIssuer, p.generic.APIAudiences, p.authorizer,
+			p.generic.ServiceAccountMaxExpiration, pods.Pod.Store, storage["secrets"].(rest.Getter), nodeGetter,
+			webhooks.ValidatingWebhookConfigurations(), webhooks.MutatingWebhookConfigurations(),
+			p.generic.ExtendExpiration, p.generic.MaxExtendedExpiration)
+		if err != nil {
+			return fail("serviceaccount", err)
+		}
+		storage["serviceaccounts"].Destroy()
+		storage["serviceaccounts"] = sa
+		if sa.Token != nil {
+			storage["serviceaccounts/token"] = sa.Token
+		}
+	}
+
+	type builder struct {
+		resource string
+		build    func() (map[string]rest.Storage, error)
+	}
+	for _, b := range []builder{
+		{"podtemplates", func() (map[string]rest.Storage, error) {
+			s, err := podtemplatestore.NewREST(opts)
+			return map[string]rest.Storage{"": s}, err
+		}},
+		{"replicationcontrollers", func() (map[string]rest.Storage, error) {
+			s, err := controllerstore.NewStorage(opts)
+			if err != nil {
+				return nil, err
+			}
+			out := map[string]rest.Storage{"": s.Controller, "/status": s.Status}
+			if legacyscheme.Scheme.IsVersionRegistered(schema.GroupVersion{Group: "autoscaling", Version: "v1"}) {
+				out["/scale"] = s.Scale
+			}
+			return out, nil
+		}},
+		{"endpoints", func() (map[string]rest.Storage, error) {
+			s, err := endpointsstore.NewREST(opts)
+			return map[string]rest.Storage{"": s}, err
+		}},
+		{"limitranges", func() (map[string]rest.Storage, error) {
+			s, err := limitrangestore.NewREST(opts)
+			return map[string]rest.Storage{"": s}, err
+		}},
+		{"persistentvolumes", func() (map[string]rest.Storage, error) {
+			s, status, err := pvstore.NewREST(opts)
+			return map[string]rest.Storage{"": s, "/status": status}, err
+		}},
+		{"persistentvolumeclaims", func() (map[string]rest.Storage, error) {
+			s, status, err := pvcstore.NewREST(opts)
+			return map[string]rest.Storage{"": s, "/status": status}, err
+		}},
+	} {
+		if !enabled(b.resource) {
+			continue
+		}
+		subs, err := b.build()
+		if err != nil {
+			return fail(b.resource, err)
+		}
+		for sub, s := range subs {
+			storage[b.resource+sub] = s
+		}
+	}
+	info.VersionedResourcesStorageMap["v1"] = storage
+	return info, nil
+}
+
+// defaultKubeletClientConfig is how kube-apiserver reaches kubelets by
+// default (pods/log, exec, nodes/proxy).
+func defaultKubeletClientConfig() kubeletclient.KubeletClientConfig {
+	return kubeletclient.KubeletClientConfig{
+		Port:         10250,
+		ReadOnlyPort: 10255,
+		PreferredAddressTypes: []string{
+			string(api.NodeHostName),
+			string(api.NodeInternalDNS),
+			string(api.NodeInternalIP),
+			string(api.NodeExternalDNS),
+			string(api.NodeExternalIP),
+		},
+		HTTPTimeout: 5 * time.Second,
+	}
+}
