@@ -7,10 +7,10 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-// Metrics of the NodePort allocator and its repair loop, named as
-// kube-apiserver's (the ClusterIP allocator and repair loop are upstream's
-// and register their own). They live in the process-wide legacy registry
-// served at /metrics; several servers in one process (tests) share them.
+// Metrics of the NodePort allocator and of both repair loops, named as
+// kube-apiserver's (the ClusterIP allocator is upstream's and registers its
+// own). They live in the process-wide legacy registry served at /metrics;
+// several servers in one process (tests) share them.
 var (
 	// NodePortAllocated and NodePortAvailable count ports, refreshed by
 	// every committed write.
@@ -31,8 +31,17 @@ var (
 		Help: "Number of errors trying to allocate NodePort", StabilityLevel: metrics.ALPHA,
 	}, []string{"scope"})
 
-	// NodePortRepairErrors counts what the repair loop found, by type:
-	// leak, repair, full, outOfRange, duplicate, unknown.
+	// ClusterIPRepairErrors and NodePortRepairErrors count what the repair
+	// loops found, by type: leak, repair, full, outOfRange, duplicate,
+	// invalid, unknown.
+	ClusterIPRepairErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "apiserver", Subsystem: "clusterip_repair", Name: "ip_errors_total",
+		Help: "Number of errors detected on clusterips by the repair loop broken down by type of error: leak, repair, full, outOfRange, duplicate, unknown, invalid", StabilityLevel: metrics.ALPHA,
+	}, []string{"type"})
+	ClusterIPRepairReconcileErrors = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "apiserver", Subsystem: "clusterip_repair", Name: "reconcile_errors_total",
+		Help: "Number of reconciliation failures on the clusterip repair reconcile loop", StabilityLevel: metrics.ALPHA,
+	})
 	NodePortRepairErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "apiserver", Subsystem: "nodeport_repair", Name: "port_errors_total",
 		Help: "Number of errors detected on ports by the repair loop broken down by type of error: leak, repair, full, outOfRange, duplicate, unknown", StabilityLevel: metrics.ALPHA,
@@ -43,7 +52,7 @@ var (
 	})
 )
 
-// RepairDuration times repair passes by allocator ("nodeport"). Not a kube-apiserver metric: kubeboot's repair must stay
+// RepairDuration times repair passes by allocator ("clusterip", "nodeport"). Not a kube-apiserver metric: kubeboot's repair must stay
 // fast with many Services, and this shows it.
 var RepairDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 	Namespace: "kubeboot", Subsystem: "service_repair", Name: "duration_seconds",
@@ -59,6 +68,7 @@ func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(
 			NodePortAllocated, NodePortAvailable, NodePortAllocations, NodePortAllocationErrors,
+			ClusterIPRepairErrors, ClusterIPRepairReconcileErrors,
 			NodePortRepairErrors, NodePortRepairReconcileErrors,
 			RepairDuration,
 		)

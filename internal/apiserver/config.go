@@ -313,7 +313,7 @@ func New(cfg Config) (_ *Server, err error) {
 	generic := cp.GenericAPIServer
 	destroy = append(destroy[:0], generic.Destroy)
 
-	allocators, err := newServiceAllocators(backend, client, informerFactory, cfg.ServiceCIDRs, cfg.NodePorts, cfg.RepairInterval)
+	allocators, err := newServiceAllocators(backend, client, informerFactory, cfg.ServiceCIDRs, cfg.NodePorts)
 	if err != nil {
 		return nil, err
 	}

@@ -13,14 +13,15 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/registry/core/service/ipallocator"
-	ipcontroller "k8s.io/kubernetes/pkg/registry/core/service/ipallocator/controller"
 	servicestore "k8s.io/kubernetes/pkg/registry/core/service/storage"
 
+	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
 	"github.com/kubeboot/kubeboot/internal/allocator/nodeport"
 	"github.com/kubeboot/kubeboot/internal/network"
 	kstorage "github.com/kubeboot/kubeboot/internal/storage"
@@ -36,8 +37,10 @@ import (
 //   - NodePorts: kubeboot's bitmap allocator (internal/allocator/nodeport),
 //     which shares one compare-and-swap write among concurrent requests.
 //
-// Their repair loops run from the start-service-ip-repair-controllers
-// hook, which holds /readyz until both first passes succeeded.
+// Their repair loops are kubeboot's (internal/allocator/clusterip and
+// nodeport; docs/decisions.md says why not upstream's ClusterIP one). They
+// run from the start-service-ip-repair-controllers hook, which holds
+// /readyz until both first passes succeeded.
 
 // Defaults, as kube-apiserver's.
 const (
@@ -56,14 +59,17 @@ type serviceAllocators struct {
 	nodePorts     *nodeport.Allocator
 	nodePortStore storage.Interface
 
-	ipRepair *ipcontroller.RepairIPAddress
-	destroy  func()
+	client       kubernetes.Interface
+	serviceCIDRs network.ServiceCIDRs
+	cidrObjects  networkinglisters.ServiceCIDRLister
+	destroy      func()
 }
 
 func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface, factory informers.SharedInformerFactory,
-	cidrs network.ServiceCIDRs, ports network.PortRange, repairInterval time.Duration) (*serviceAllocators, error) {
-	out := &serviceAllocators{ips: map[api.IPFamily]ipallocator.Interface{}}
+	cidrs network.ServiceCIDRs, ports network.PortRange) (*serviceAllocators, error) {
 	cidrInformer := factory.Networking().V1().ServiceCIDRs()
+	out := &serviceAllocators{ips: map[api.IPFamily]ipallocator.Interface{}, client: client,
+		serviceCIDRs: cidrs, cidrObjects: cidrInformer.Lister()}
 	ipInformer := factory.Networking().V1().IPAddresses()
 	var destroys []func()
 	out.destroy = func() {
@@ -93,7 +99,6 @@ func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface
 	out.nodePorts = nodeport.New(ports, raw)
 	out.nodePortStore = raw
 	destroys = append(destroys, out.nodePorts.Close, destroyRaw)
-	out.ipRepair = ipcontroller.NewRepairIPAddress(repairInterval, client, factory.Core().V1().Services(), cidrInformer, ipInformer)
 	return out, nil
 }
 
@@ -103,42 +108,40 @@ func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface
 // interval until ctx is done.
 func (a *serviceAllocators) startRepairs(ctx context.Context, services *servicestore.REST, recorder record.EventRecorder, interval, deadline time.Duration) error {
 	logger := klog.FromContext(ctx)
-	start := time.Now()
-	ipsRepaired := make(chan struct{})
-	stop := make(chan struct{})
-	go func() {
-		<-ctx.Done()
-		close(stop)
-	}()
-	go a.ipRepair.RunUntil(func() { close(ipsRepaired) }, stop)
-
-	portRepair := nodeport.NewRepair(a.nodePorts, a.nodePortStore, v1Services{services}, recorder)
+	loops := []struct {
+		name string
+		pass func(context.Context) error
+	}{
+		{"ClusterIP", clusterip.NewRepair(v1Services{services}, a.client.NetworkingV1().IPAddresses(), a.serviceCIDRs.All(), a.cidrObjects, recorder).RunOnce},
+		{"NodePort", nodeport.NewRepair(a.nodePorts, a.nodePortStore, v1Services{services}, recorder).RunOnce},
+	}
+	pending := loops
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, deadline, true, func(ctx context.Context) (bool, error) {
-		if lastErr = portRepair.RunOnce(ctx); lastErr != nil {
-			logger.V(2).Info("First NodePort repair pass failed, will retry", "err", lastErr)
-			return false, nil
+		failed := pending[:0:0]
+		var errs []error
+		for _, loop := range pending {
+			if err := loop.pass(ctx); err != nil {
+				failed = append(failed, loop)
+				errs = append(errs, fmt.Errorf("%s: %w", loop.name, err))
+			}
 		}
-		return true, nil
+		pending, lastErr = failed, errors.Join(errs...)
+		if lastErr != nil {
+			logger.V(2).Info("First Service repair passes failed, will retry", "err", lastErr)
+		}
+		return len(pending) == 0, nil
 	})
-	if err == nil {
-		select {
-		case <-ipsRepaired:
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-time.After(time.Until(start.Add(deadline))):
-			err = errors.New("the ClusterIP repair has not completed a pass")
-			lastErr = err
-		}
-	}
 	if err != nil {
 		return fmt.Errorf("the first Service ClusterIP and NodePort repair passes did not succeed within %s: %v", deadline, lastErr)
 	}
-	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := portRepair.RunOnce(ctx); err != nil {
-			logger.Error(err, "NodePort repair pass failed")
-		}
-	}, interval)
+	for _, loop := range loops {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			if err := loop.pass(ctx); err != nil {
+				logger.Error(err, "Repair pass failed", "allocator", loop.name)
+			}
+		}, interval)
+	}
 	return nil
 }
 

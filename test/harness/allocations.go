@@ -104,31 +104,3 @@ func storedNodePorts(t testing.TB, etcdClient *clientv3.Client) map[int]bool {
 	}
 	return out
 }
-
-// OrphanIPAddresses counts the IPAddresses whose Service does not hold
-// them.
-func OrphanIPAddresses(t testing.TB, client kubernetes.Interface) int {
-	t.Helper()
-	ctx := context.Background()
-	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ips, err := client.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := map[string]bool{}
-	for _, svc := range svcs.Items {
-		for _, ip := range svc.Spec.ClusterIPs {
-			held[ip] = true
-		}
-	}
-	n := 0
-	for _, ip := range ips.Items {
-		if !held[ip.Name] {
-			n++
-		}
-	}
-	return n
-}

@@ -17,18 +17,12 @@ func clients(c *harness.Cluster) []kubernetes.Interface {
 	return []kubernetes.Interface{c.Client(0), c.Client(1), c.Client(2)}
 }
 
-// settled waits until the repair loops have freed every leak and checks
-// all allocations against the Services. A leaked node port is freed on its
-// third sighting, at a 1 s interval; a leaked ClusterIP (an IPAddress of a
-// create whose fate was unknown) by upstream's repair loop once it is 60 s
-// old, a grace period upstream does not let one configure.
+// settled waits until the repair loops have freed every leak (an
+// allocation's third sighting, at a 1 s interval) and checks all
+// allocations against the Services.
 func settled(t *testing.T, client kubernetes.Interface, e *harness.EtcdCluster) {
 	t.Helper()
 	time.Sleep(4 * time.Second)
-	deadline := time.Now().Add(75 * time.Second)
-	for time.Now().Before(deadline) && harness.OrphanIPAddresses(t, client) > 0 {
-		time.Sleep(time.Second)
-	}
 	harness.CheckAllocations(t, client, e.Client())
 }
 
