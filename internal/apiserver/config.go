@@ -63,6 +63,7 @@ import (
 	svmrest "k8s.io/kubernetes/pkg/registry/storagemigration/rest"
 
 	"github.com/kubeboot/kubeboot/internal/allocator"
+	"github.com/kubeboot/kubeboot/internal/controller/bootstrappolicy"
 	"github.com/kubeboot/kubeboot/internal/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/loopback"
 	"github.com/kubeboot/kubeboot/internal/network"
@@ -422,8 +423,8 @@ func storageProviders(gc *genericapiserver.Config, core *coreProvider, client ku
 		networkingrest.RESTStorageProvider{},
 		noderest.RESTStorageProvider{},
 		policyrest.RESTStorageProvider{},
-		rbacrest.RESTStorageProvider{Authorizer: authz},
-		schedulingrest.RESTStorageProvider{},
+		rbacProvider{rbacrest.RESTStorageProvider{Authorizer: authz}, client},
+		schedulingProvider{schedulingrest.RESTStorageProvider{}, client},
 		storagerest.RESTStorageProvider{},
 		svmrest.RESTStorageProvider{},
 		flowcontrolrest.RESTStorageProvider{InformerFactory: factory},
@@ -432,6 +433,32 @@ func storageProviders(gc *genericapiserver.Config, core *coreProvider, client ku
 		eventsrest.RESTStorageProvider{TTL: eventTTL},
 		resourcerest.RESTStorageProvider{NamespaceClient: client.CoreV1().Namespaces(), Authorizer: authz},
 	}, nil
+}
+
+// rbacProvider is upstream's RBAC group with kubeboot's bootstrap policy
+// hook, which stores the same objects without upstream's 1 s wait.
+type rbacProvider struct {
+	rbacrest.RESTStorageProvider
+	client kubernetes.Interface
+}
+
+func (p rbacProvider) PostStartHook() (string, genericapiserver.PostStartHookFunc, error) {
+	return rbacrest.PostStartHookName, stopIsNotFailure(func(hc genericapiserver.PostStartHookContext) error {
+		return bootstrappolicy.EnsureRBAC(hc, p.client)
+	}), nil
+}
+
+// schedulingProvider is upstream's scheduling group with kubeboot's system
+// PriorityClasses hook, for the same reason.
+type schedulingProvider struct {
+	schedulingrest.RESTStorageProvider
+	client kubernetes.Interface
+}
+
+func (p schedulingProvider) PostStartHook() (string, genericapiserver.PostStartHookFunc, error) {
+	return schedulingrest.PostStartHookName, stopIsNotFailure(func(hc genericapiserver.PostStartHookContext) error {
+		return bootstrappolicy.EnsurePriorityClasses(hc, p.client)
+	}), nil
 }
 
 // baseConfig is what every server of the chain shares: serving, version,
