@@ -39,11 +39,12 @@ import (
 	"time"
 )
 
-// Targets for the medians.
+// Targets for the medians, issue 10's for the whole API: fresh within a
+// sixth of kube-apiserver 1.37's 3.5-4.0 s here, restart 450 ms, RSS 120 MB.
 const (
-	freshTarget   = 500 // ms
-	restartTarget = 400 // ms
-	rssTarget     = 80  // MiB
+	freshTarget   = 600 // ms
+	restartTarget = 450 // ms
+	rssTarget     = 120 // MiB
 )
 
 // bench holds the flags and the shared /readyz client.
