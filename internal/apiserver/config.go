@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -280,7 +281,9 @@ func New(cfg Config) (_ *Server, err error) {
 	destroy = append(destroy, crds.GenericAPIServer.Destroy)
 
 	coreConfig := *gc
-	coreConfig.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
+	// The core server keeps the hooks the option groups added to gc (the
+	// admission initializer's); the other servers of the chain start empty.
+	coreConfig.PostStartHooks = maps.Clone(gc.PostStartHooks)
 	// Served lazily by installOpenAPI.
 	coreConfig.SkipOpenAPIInstallation = true
 	authInfo, err := clusterAuthenticationInfo(cfg)

@@ -6,10 +6,9 @@ import (
 	"testing"
 )
 
-// lacking are kube-apiserver 1.36's health checks for features kubeboot
+// lacking are kube-apiserver 1.37's health checks for features kubeboot
 // does not have (yet); every other check of the reference must be listed.
 var lacking = map[string]string{
-	"poststarthook/start-apiserver-admission-initializer": "no admission webhooks",
 	"poststarthook/priority-and-fairness-config-consumer": "no API priority and fairness",
 	"poststarthook/priority-and-fairness-filter":          "no API priority and fairness",
 	"poststarthook/peer-endpoint-reconciler-controller":   "mixed-version proxy off: its peer leases need an etcd connection of their own",
