@@ -50,6 +50,9 @@ const (
 // bench holds the flags and the shared /readyz client.
 type bench struct {
 	bin     string
+	peer    bool
+	peerBin string
+	etcdBin string
 	runs    int
 	settle  time.Duration
 	timeout time.Duration
@@ -73,6 +76,9 @@ func run() int {
 	b := &bench{}
 	var asJSON, targets, strict bool
 	flag.StringVar(&b.bin, "bin", "", "kubeboot binary to measure (default: build ./cmd/kubeboot into a temp dir)")
+	flag.BoolVar(&b.peer, "peer", false, "also measure kube-apiserver 1.37.2 + etcd 3.7.3 (two processes), alternating with kubeboot, and print the ratios")
+	flag.StringVar(&b.peerBin, "peer-bin", "", "with -peer: kube-apiserver binary (default: build it from the module graph)")
+	flag.StringVar(&b.etcdBin, "etcd-bin", "", "with -peer: etcd binary (default: build it from the module graph)")
 	flag.IntVar(&b.runs, "runs", 10, "number of runs (one fresh start and one restart each)")
 	flag.DurationVar(&b.settle, "settle", 10*time.Second, "how long the server is ready and idle before its RSS is read")
 	flag.DurationVar(&b.timeout, "timeout", 30*time.Second, "how long a start may take from exec to ready")
@@ -107,6 +113,24 @@ func run() int {
 		}
 	}
 
+	if b.peer && (b.peerBin == "" || b.etcdBin == "") {
+		dir, err := os.MkdirTemp("", "kubeboot-bench-peer-bin-")
+		if err != nil {
+			return fail(err)
+		}
+		defer os.RemoveAll(dir)
+		apiserver, etcd, err := buildPeer(ctx, dir)
+		if err != nil {
+			return fail(err)
+		}
+		if b.peerBin == "" {
+			b.peerBin = apiserver
+		}
+		if b.etcdBin == "" {
+			b.etcdBin = etcd
+		}
+	}
+
 	b.transport = &http.Transport{
 		// A local probe of a server whose CA is generated on its first
 		// start; there is nothing to verify against beforehand.
@@ -117,21 +141,50 @@ func run() int {
 	b.client = &http.Client{Transport: b.transport}
 
 	load := loadAvg()
-	var samples []sample
+	var samples, peerSamples []sample
 	for i := range b.runs {
-		s, err := b.once(ctx)
-		if ctx.Err() != nil {
-			return fail(errors.New("interrupted"))
+		// With -peer, the two alternate, and which goes first alternates
+		// too, so that drift in the machine's speed hits both alike.
+		sides := []func() error{func() error {
+			s, err := b.once(ctx)
+			if err == nil {
+				fmt.Fprintf(os.Stderr, "run %2d/%d: fresh %s  restart %s  idle RSS %s\n",
+					i+1, b.runs, fmtMS(ms(s.fresh)), fmtMS(ms(s.restart)), fmtMiB(mib(s.mem.rss)))
+				samples = append(samples, s)
+			}
+			return err
+		}}
+		if b.peer {
+			peerSide := func() error {
+				s, err := b.oncePeer(ctx)
+				if err == nil {
+					fmt.Fprintf(os.Stderr, "run %2d/%d: peer fresh %s  restart %s  idle RSS %s\n",
+						i+1, b.runs, fmtMS(ms(s.fresh)), fmtMS(ms(s.restart)), fmtMiB(mib(s.mem.rss)))
+					peerSamples = append(peerSamples, s)
+				}
+				return err
+			}
+			if i%2 == 0 {
+				sides = append(sides, peerSide)
+			} else {
+				sides = append([]func() error{peerSide}, sides...)
+			}
 		}
-		if err != nil {
-			return fail(fmt.Errorf("run %d/%d: %w", i+1, b.runs, err))
+		for _, side := range sides {
+			err := side()
+			if ctx.Err() != nil {
+				return fail(errors.New("interrupted"))
+			}
+			if err != nil {
+				return fail(fmt.Errorf("run %d/%d: %w", i+1, b.runs, err))
+			}
 		}
-		fmt.Fprintf(os.Stderr, "run %2d/%d: fresh %s  restart %s  idle RSS %s\n",
-			i+1, b.runs, fmtMS(ms(s.fresh)), fmtMS(ms(s.restart)), fmtMiB(mib(s.mem.rss)))
-		samples = append(samples, s)
 	}
 
 	r := newReport(b, samples, targets || strict)
+	if b.peer {
+		r.addPeer(peerSamples)
+	}
 	r.LoadAvg = [2]string{load, loadAvg()}
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -280,6 +333,34 @@ func newReport(b *bench, samples []sample, targets bool) *report {
 	return r
 }
 
+// addPeer adds the peer's metrics and kubeboot's medians as a fraction
+// of the peer's.
+func (r *report) addPeer(samples []sample) {
+	own := map[string]float64{}
+	for _, m := range r.Metrics {
+		own[m.Name] = m.Median
+	}
+	for _, x := range []struct {
+		name, unit string
+		value      func(sample) float64
+	}{
+		{"fresh_ready", "ms", func(s sample) float64 { return ms(s.fresh) }},
+		{"restart_ready", "ms", func(s sample) float64 { return ms(s.restart) }},
+		{"idle_rss", "MiB", func(s sample) float64 { return mib(s.mem.rss) }},
+	} {
+		m := metric{Name: "peer_" + x.name, Unit: x.unit}
+		for _, s := range samples {
+			m.Samples = append(m.Samples, x.value(s))
+		}
+		m.summary = summarize(m.Samples)
+		r.Metrics = append(r.Metrics, m)
+		if m.Median > 0 {
+			ratio := own[x.name] / m.Median
+			r.Metrics = append(r.Metrics, metric{Name: x.name + "_vs_peer", Unit: "ratio", Samples: []float64{ratio}, summary: summarize([]float64{ratio})})
+		}
+	}
+}
+
 // pass reports whether no target was missed.
 func (r *report) pass() bool {
 	for _, m := range r.Metrics {
@@ -297,8 +378,11 @@ func (r *report) print() {
 	fmt.Fprintln(w, "metric\tmedian\tmin\tp90\tmax\ttarget\tresult\t")
 	for _, m := range r.Metrics {
 		f := fmtMS
-		if m.Unit == "MiB" {
+		switch m.Unit {
+		case "MiB":
 			f = fmtMiB
+		case "ratio":
+			f = func(v float64) string { return fmt.Sprintf("%.3f", v) }
 		}
 		target, result := "", ""
 		if m.Target != nil {

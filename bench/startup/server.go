@@ -222,6 +222,17 @@ func (l *logTail) line(s string) {
 	l.lines = append(l.lines, s)
 }
 
+// announce sends url as if the server had printed it (for servers that
+// print no such line and were given their port).
+func (l *logTail) announce(url string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.found {
+		l.found = true
+		l.url <- url
+	}
+}
+
 // tail returns the last lines, including an unterminated one.
 func (l *logTail) tail() string {
 	l.mu.Lock()

@@ -1,0 +1,197 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// The peer is what kubeboot replaces: kube-apiserver 1.37.2 and etcd 3.7.3,
+// two processes, both built from this module's graph.
+
+// buildPeer builds kube-apiserver and etcd into dir.
+func buildPeer(ctx context.Context, dir string) (apiserver, etcd string, err error) {
+	apiserver, etcd = filepath.Join(dir, "kube-apiserver"), filepath.Join(dir, "etcd")
+	for _, b := range []struct{ out, pkg string }{
+		{apiserver, "k8s.io/kubernetes/cmd/kube-apiserver"},
+		{etcd, "go.etcd.io/etcd/server/v3"},
+	} {
+		fmt.Fprintf(os.Stderr, "building %s ...\n", b.pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", "", fmt.Errorf("go build %s: %w", b.pkg, err)
+		}
+	}
+	return apiserver, etcd, nil
+}
+
+// peer is one running kube-apiserver and its etcd.
+type peer struct {
+	apiserver, etcd *server
+}
+
+// startPeerReady starts etcd and kube-apiserver on dir (files are created
+// on the first start) and stores in *took the time from etcd's exec to the
+// first 200 from /readyz, which kube-apiserver answers anonymously once
+// its RBAC policy is stored. On error both are already stopped.
+func (b *bench) startPeerReady(ctx context.Context, dir string, took *time.Duration) (*peer, error) {
+	saKey, err := ensurePeerKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	etcdSrv, err := start(b.etcdBin,
+		"--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", "http://127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--initial-advertise-peer-urls", "http://127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--initial-cluster", "default=http://127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--log-level", "error")
+	if err != nil {
+		return nil, err
+	}
+	apiSrv, err := start(b.peerBin,
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(ports[2]),
+		"--cert-dir", filepath.Join(dir, "certs"),
+		"--authorization-mode", "Node,RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
+		// Its endpoints would be a loopback address, which Endpoints refuse.
+		"--endpoint-reconciler-type", "none")
+	if err != nil {
+		_ = etcdSrv.stop()
+		return nil, err
+	}
+	p := &peer{apiserver: apiSrv, etcd: etcdSrv}
+	// Both processes are the control plane: time from the first exec.
+	apiSrv.started = etcdSrv.started
+	apiSrv.log.announce("https://127.0.0.1:" + strconv.Itoa(ports[2]))
+	if *took, err = b.waitReady(ctx, apiSrv); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// memory is the resident memory of both processes.
+func (p *peer) memory() (memory, error) {
+	a, err := residentMemory(p.apiserver.cmd.Process.Pid)
+	if err != nil {
+		return a, err
+	}
+	e, err := residentMemory(p.etcd.cmd.Process.Pid)
+	return memory{rss: a.rss + e.rss, anon: a.anon + e.anon, file: a.file + e.file}, err
+}
+
+// stop stops kube-apiserver, then etcd. Unlike kubeboot's, their exit
+// codes are not held against them: the figures are what is compared.
+func (p *peer) stop() {
+	_ = p.apiserver.stop()
+	_ = p.etcd.stop()
+}
+
+func (p *peer) exited() <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		select {
+		case <-p.apiserver.done:
+		case <-p.etcd.done:
+		}
+		close(c)
+	}()
+	return c
+}
+
+// ensurePeerKey writes the service account signing key kube-apiserver
+// requires, once per data dir.
+func ensurePeerKey(dir string) (string, error) {
+	path := filepath.Join(dir, "sa.key")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+// freePorts returns n distinct TCP ports of 127.0.0.1 free right now.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	if len(ports) != n {
+		return nil, errors.New("no free ports")
+	}
+	return ports, nil
+}
+
+// oncePeer is once for the peer: a fresh start, idle RSS, a restart.
+func (b *bench) oncePeer(ctx context.Context) (sample, error) {
+	var s sample
+	dir, err := os.MkdirTemp(b.tmpDir, "kubeboot-bench-peer-")
+	if err != nil {
+		return s, err
+	}
+	defer os.RemoveAll(dir)
+	p, err := b.startPeerReady(ctx, dir, &s.fresh)
+	if err != nil {
+		return s, fmt.Errorf("peer fresh start: %w", err)
+	}
+	select {
+	case <-time.After(b.settle):
+	case <-p.exited():
+		p.stop()
+		return s, p.apiserver.failure("peer exited while idle", nil)
+	case <-ctx.Done():
+		p.stop()
+		return s, ctx.Err()
+	}
+	s.mem, err = p.memory()
+	p.stop()
+	b.transport.CloseIdleConnections()
+	if err != nil {
+		return s, err
+	}
+	p, err = b.startPeerReady(ctx, dir, &s.restart)
+	if err != nil {
+		return s, fmt.Errorf("peer restart: %w", err)
+	}
+	p.stop()
+	b.transport.CloseIdleConnections()
+	return s, nil
+}
