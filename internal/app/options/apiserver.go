@@ -82,8 +82,8 @@ func NewAPIServer() *APIServer {
 		APIServerCount:            1,
 		EndpointLeaseTTL:          reconcilers.DefaultLeaseTTL,
 		EndpointReconcileInterval: reconcilers.DefaultReconcileInterval,
-		RepairInterval:            3 * time.Minute,
-		RepairDeadline:            time.Minute,
+		RepairInterval:            apiserver.DefaultRepairInterval,
+		RepairDeadline:            apiserver.DefaultRepairDeadline,
 
 		EventTTL:   apiserver.DefaultEventTTL,
 		WatchCache: true,
