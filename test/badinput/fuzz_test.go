@@ -14,20 +14,29 @@ import (
 // fuzzNamespace is where FuzzCreateBody creates.
 const fuzzNamespace = "fuzz"
 
-// The first fuzz argument picks the collection (target % 2) and the
-// Content-Type (target / 2 % 3) of the POST.
+// The first fuzz argument picks the collection (target % 7) and the
+// Content-Type (target / 7 % 3) of the POST.
 var (
-	fuzzCollections  = []string{"configmaps", "services"}
+	fuzzCollections = []string{
+		"api/v1/namespaces/" + fuzzNamespace + "/configmaps",
+		"api/v1/namespaces/" + fuzzNamespace + "/services",
+		"api/v1/namespaces/" + fuzzNamespace + "/pods",
+		"apis/apps/v1/namespaces/" + fuzzNamespace + "/deployments",
+		"apis/rbac.authorization.k8s.io/v1/namespaces/" + fuzzNamespace + "/roles",
+		"apis/rbac.authorization.k8s.io/v1/namespaces/" + fuzzNamespace + "/rolebindings",
+		"apis/batch/v1/namespaces/" + fuzzNamespace + "/jobs",
+	}
 	fuzzContentTypes = []string{ctJSON, ctYAML, ctProto}
 )
 
-// FuzzCreateBody posts fuzzed bodies to the configmaps or services
-// collection of a namespace, as JSON, YAML or protobuf. Whatever the body,
+// FuzzCreateBody posts fuzzed bodies to the configmaps, services, pods,
+// deployments, roles, rolebindings or jobs collection of a namespace, as
+// JSON, YAML or protobuf. Whatever the body,
 // the server must answer (no dropped connection) with a code below 500 and
 // stay ready. An object that does get created is deleted again, so that
 // the Service IP and port ranges never fill up.
 //
-// The seeds, valid and broken manifests of ConfigMaps and Services, are in
+// The seeds, valid and broken manifests of each kind, are in
 // testdata/fuzz/FuzzCreateBody; without -fuzz only they run.
 func FuzzCreateBody(f *testing.F) {
 	srv := startServer(f)
@@ -38,11 +47,17 @@ func FuzzCreateBody(f *testing.F) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fuzzNamespace}}, metav1.CreateOptions{}); err != nil {
 		f.Fatal(err)
 	}
+	// The ServiceAccount admission plugin refuses Pods without it, and
+	// there is no controller-manager to create it.
+	if _, err := client.CoreV1().ServiceAccounts(fuzzNamespace).Create(context.Background(),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		f.Fatal(err)
+	}
 
 	f.Fuzz(func(t *testing.T, target uint8, body []byte) {
 		collection := fuzzCollections[int(target)%len(fuzzCollections)]
 		contentType := fuzzContentTypes[int(target)/len(fuzzCollections)%len(fuzzContentTypes)]
-		url := srv.URL + "/api/v1/namespaces/" + fuzzNamespace + "/" + collection
+		url := srv.URL + "/" + collection
 		r, err := send(admin, http.MethodPost, url, contentType, body)
 		if err != nil {
 			t.Fatalf("POST %s (%s, %d bytes): no HTTP answer (dropped connection?): %v", collection, contentType, len(body), err)
