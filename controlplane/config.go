@@ -11,6 +11,7 @@ import (
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
@@ -119,6 +120,11 @@ type Config struct {
 	// --admission-control-config-file). Default: kube-apiserver's plugins
 	// in its order.
 	Admission *kubeoptions.AdmissionOptions
+	// Features is the generic server's feature option group
+	// (--enable-priority-and-fairness, --profiling,
+	// --contention-profiling, --debug-socket-path). Default: API Priority
+	// and Fairness and profiling on, as kube-apiserver.
+	Features *genericoptions.FeatureOptions
 
 	// CRDDir is --crd-dir: a directory of CustomResourceDefinition
 	// manifests installed at start. The server is ready (Server.Ready,

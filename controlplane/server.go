@@ -109,6 +109,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		},
 		Authorization: cfg.Authorization,
 		Admission:     cfg.Admission,
+		Features:      cfg.Features,
 		PublicAddress: cfg.advertiseAddr,
 		Etcd:          s.etcdCli,
 		EtcdPrefix:    cfg.Etcd.Prefix,

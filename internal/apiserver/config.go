@@ -96,6 +96,10 @@ type Config struct {
 	// (--enable-admission-plugins, --disable-admission-plugins,
 	// --admission-control-config-file). Default: kube-apiserver's plugins.
 	Admission *kubeoptions.AdmissionOptions
+	// Features is the generic server's feature option group
+	// (--enable-priority-and-fairness, --profiling, ...). Default:
+	// NewFeatureOptions (API Priority and Fairness on, as kube-apiserver).
+	Features *genericoptions.FeatureOptions
 	// PublicAddress is the address other members of the cluster reach this
 	// server on (--advertise-address).
 	PublicAddress netip.Addr
@@ -270,6 +274,16 @@ func New(cfg Config) (_ *Server, err error) {
 	proxyTransport := controlplaneapiserver.CreateProxyTransport()
 	if err := applyAdmission(gc, cfg.Admission, client, informerFactory, resourceConfig, proxyTransport, resolver); err != nil {
 		return nil, err
+	}
+	features := cfg.Features
+	if features == nil {
+		features = genericoptions.NewFeatureOptions()
+	}
+	// With priority and fairness on, this sets the flow controller that
+	// replaces max-in-flight; its config consumer keeps the FlowSchemas'
+	// and PriorityLevelConfigurations' status.
+	if err := features.ApplyTo(gc, client, informerFactory); err != nil {
+		return nil, fmt.Errorf("features: %w", err)
 	}
 
 	// The chain is built from the back: each server is its predecessor's

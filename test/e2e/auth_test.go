@@ -52,15 +52,38 @@ func TestRBACBootstrapObjectsMatchReference(t *testing.T) {
 	}
 }
 
-// TestSystemPriorityClasses: the two system PriorityClasses exist with
-// upstream's values.
-func TestSystemPriorityClasses(t *testing.T) {
+// TestSchedulingAndFlowControlBootstrapObjects: the system
+// PriorityClasses and the API Priority and Fairness configuration of a
+// fresh server are kube-apiserver 1.37's, as `kubectl get` prints them.
+func TestSchedulingAndFlowControlBootstrapObjects(t *testing.T) {
 	requireServer(t)
 	t.Parallel()
-	got := kubectl(t, "get", "priorityclasses", "-o", "jsonpath={range .items[*]}{.metadata.name}={.value} {end}")
-	if want := "system-cluster-critical=2000000000 system-node-critical=2000001000 "; got != want {
-		t.Errorf("priority classes = %q, want %q", got, want)
+	ref := strings.Split(strings.TrimSpace(readTestdata(t, "bootstrap-scheduling-and-flowcontrol.txt")), "\n\n")
+	if len(ref) != 3 {
+		t.Fatalf("reference has %d tables, want 3", len(ref))
 	}
+	for i, resource := range []string{"priorityclasses", "prioritylevelconfigurations", "flowschemas"} {
+		got, want := withoutAge(kubectl(t, "get", resource)), withoutAge(ref[i])
+		if got != want {
+			t.Errorf("kubectl get %s:\n got\n%s\nwant\n%s", resource, got, want)
+		}
+	}
+}
+
+// withoutAge returns a kubectl table's cells without its AGE column,
+// one line per row, cells separated by one space.
+func withoutAge(table string) string {
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	age := slices.Index(strings.Fields(lines[0]), "AGE")
+	var out []string
+	for _, line := range lines {
+		cells := strings.Fields(line)
+		if age >= 0 && age < len(cells) {
+			cells = slices.Delete(cells, age, age+1)
+		}
+		out = append(out, strings.Join(cells, " "))
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestRBACDeniesThenAllows: a service account may do nothing until a

@@ -9,14 +9,11 @@ import (
 // lacking are kube-apiserver 1.37's health checks for features kubeboot
 // does not have (yet); every other check of the reference must be listed.
 var lacking = map[string]string{
-	"poststarthook/priority-and-fairness-config-consumer": "no API priority and fairness",
-	"poststarthook/priority-and-fairness-filter":          "no API priority and fairness",
-	"poststarthook/peer-endpoint-reconciler-controller":   "mixed-version proxy off: its peer leases need an etcd connection of their own",
+	"poststarthook/peer-endpoint-reconciler-controller": "mixed-version proxy off: its peer leases need an etcd connection of their own",
 }
 
 // extra are kubeboot's checks the reference does not list.
 var extra = map[string]string{
-	"poststarthook/max-in-flight-filter":       "in-flight limits instead of priority and fairness",
 	"poststarthook/start-namespace-controller": "controller-manager's controller, here until it exists",
 	"poststarthook/install-crds-from-dir":      "--crd-dir",
 	// kube-apiserver has it when started with --proxy-client-cert-file;

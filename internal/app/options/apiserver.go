@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 
 	"github.com/kubeboot/kubeboot/controlplane"
@@ -53,10 +54,11 @@ type APIServer struct {
 	ServiceAccountSigningKeyFile     string
 	ServiceAccountMaxTokenExpiration time.Duration
 
-	// Authorization and Admission are kube-apiserver's own option groups:
+	// Authorization, Admission and Features are upstream's option groups:
 	// their flags, defaults, checks and messages are upstream's.
 	Authorization *kubeoptions.BuiltInAuthorizationOptions
 	Admission     *kubeoptions.AdmissionOptions
+	Features      *genericoptions.FeatureOptions
 
 	CRDDir string
 
@@ -90,6 +92,7 @@ func NewAPIServer() *APIServer {
 
 		Authorization: apiserver.NewAuthorizationOptions(),
 		Admission:     kubeoptions.NewAdmissionOptions(),
+		Features:      genericoptions.NewFeatureOptions(),
 	}
 }
 
@@ -128,6 +131,7 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ServiceAccountMaxTokenExpiration, "service-account-max-token-expiration", o.ServiceAccountMaxTokenExpiration, "The maximum validity duration of a token created by the service account token issuer. 0 sets no maximum.")
 	o.Authorization.AddFlags(fs)
 	o.Admission.AddFlags(fs)
+	o.Features.AddFlags(fs)
 
 	fs.StringVar(&o.CRDDir, "crd-dir", o.CRDDir, "If set, a directory of CustomResourceDefinition manifests (.yaml, .yml, .json) to install at start; the server is ready only once they are established.")
 
@@ -173,6 +177,7 @@ func (o *APIServer) Validate() error {
 	}
 	errs = append(errs, o.Authorization.Validate()...)
 	errs = append(errs, o.Admission.Validate()...)
+	errs = append(errs, o.Features.Validate()...)
 	if o.ServiceAccountMaxTokenExpiration < 0 {
 		errs = append(errs, fmt.Errorf("--service-account-max-token-expiration %s must not be negative", o.ServiceAccountMaxTokenExpiration))
 	}
@@ -216,6 +221,7 @@ func (o *APIServer) Config() controlplane.Config {
 		ServiceAccountMaxTokenExpiration: o.ServiceAccountMaxTokenExpiration,
 		Authorization:                    o.Authorization,
 		Admission:                        o.Admission,
+		Features:                         o.Features,
 
 		ClientCAFile:          o.ClientCAFile,
 		CRDDir:                o.CRDDir,
