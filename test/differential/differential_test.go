@@ -31,19 +31,28 @@ var kubeboot, peer server
 
 func TestMain(m *testing.M) { harness.Main(m) }
 
-// startServers starts both servers with the same Service range.
+// Both servers get the same Service range.
+const serviceRange = "--service-cluster-ip-range=10.96.0.0/16"
+
+// binaries returns kubeboot's binary and kube-apiserver's, built into dir.
+func binaries(t *testing.T, dir string) (kubeboot, peer string) {
+	t.Helper()
+	kubeboot, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err = harness.BuildPeer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeboot, peer
+}
+
+// startServers starts both servers.
 func startServers(t *testing.T) {
 	t.Helper()
 	dir := t.TempDir()
-	bin, err := harness.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peerBin, err := harness.BuildPeer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const serviceRange = "--service-cluster-ip-range=10.96.0.0/16"
+	bin, peerBin := binaries(t, dir)
 	kb := harness.StartReadyAPIServer(t, time.Minute, bin, filepath.Join(dir, "kubeboot"), "--secure-port=0", serviceRange)
 	p := harness.StartPeer(t, peerBin, filepath.Join(dir, "peer"), harness.StartEtcd(t, filepath.Join(dir, "etcd")), serviceRange)
 	kbConfig, err := kb.Config()
@@ -257,16 +266,8 @@ func TestEtcdDataInterchangeable(t *testing.T) {
 		t.Skip("builds and starts kube-apiserver")
 	}
 	dir := t.TempDir()
-	bin, err := harness.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peerBin, err := harness.BuildPeer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, peerBin := binaries(t, dir)
 	etcdURL := harness.StartEtcd(t, filepath.Join(dir, "etcd"))
-	const serviceRange = "--service-cluster-ip-range=10.96.0.0/16"
 	startKubeboot := func() (*harness.APIServer, server) {
 		kb := harness.StartReadyAPIServer(t, time.Minute, bin, filepath.Join(dir, "kubeboot"), "--secure-port=0", serviceRange, "--etcd-servers="+etcdURL)
 		cfg, err := kb.Config()

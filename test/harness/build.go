@@ -59,11 +59,15 @@ func Build(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "kubeboot")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/kubeboot")
+	return goBuild(root, filepath.Join(dir, "kubeboot"), "./cmd/kubeboot")
+}
+
+// goBuild builds pkg into out from the module at root.
+func goBuild(root, out, pkg string) (string, error) {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/kubeboot in %s: %v\n%s", root, err, b)
+		return "", fmt.Errorf("go build %s in %s: %v\n%s", pkg, root, err, b)
 	}
 	return out, nil
 }

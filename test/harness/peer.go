@@ -28,13 +28,7 @@ func BuildPeer(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "kube-apiserver")
-	cmd := exec.Command("go", "build", "-o", out, "k8s.io/kubernetes/cmd/kube-apiserver")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build k8s.io/kubernetes/cmd/kube-apiserver: %v\n%s", err, b)
-	}
-	return out, nil
+	return goBuild(root, filepath.Join(dir, "kube-apiserver"), "k8s.io/kubernetes/cmd/kube-apiserver")
 }
 
 // Peer is a kube-apiserver process, the oracle of differential tests and
