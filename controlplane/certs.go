@@ -22,6 +22,13 @@ const (
 	adminUser = "kubeboot-admin"
 )
 
+// DefaultServiceAccountSigningKeyFile is the service account signing key
+// a server generates in dataDir when --service-account-signing-key-file
+// is not set: pki/sa.key.
+func DefaultServiceAccountSigningKeyFile(dataDir string) string {
+	return filepath.Join(dataDir, pkiDirName, pki.ServiceAccountKeyName+".key")
+}
+
 type certificates struct {
 	ca *pki.KeyPair
 	// frontProxyCA signs the aggregator's client certificate for
@@ -71,8 +78,8 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		return nil, fmt.Errorf("service account signing key in %s: %w", dir, err)
 	}
 	clientCA := ca.CertPEM
-	if cfg.ClientCAFile != "" {
-		extra, err := os.ReadFile(cfg.ClientCAFile)
+	if f := cfg.clientCAFile(); f != "" {
+		extra, err := os.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("--client-ca-file: %w", err)
 		}

@@ -91,26 +91,19 @@ type Config struct {
 	// certificate. Default: cluster.local.
 	ClusterDomain string
 
-	// TokenAuthFile is --token-auth-file: a CSV of token,user,uid,"groups".
-	TokenAuthFile string
-	// ClientCAFile is --client-ca-file: extra CAs whose client
-	// certificates are accepted (the generated CA always is).
-	ClientCAFile string
-	// ServiceAccountIssuer is --service-account-issuer: the issuer of
-	// service account tokens (further ones are accepted, not issued).
-	// Default: https://kubernetes.default.svc.cluster.local.
-	ServiceAccountIssuer []string
-	// ServiceAccountKeyFiles is --service-account-key-file: public (or
-	// private) keys that verify service account tokens. Default: the
-	// signing key.
-	ServiceAccountKeyFiles []string
+	// Authentication is kube-apiserver's authentication option group:
+	// client certificates (--client-ca-file: CAs accepted besides the
+	// generated one), --token-auth-file, service account tokens
+	// (--service-account-issuer, default
+	// https://kubernetes.default.svc.cluster.local; --service-account-key-file,
+	// default the signing key; --service-account-lookup,
+	// --service-account-max-token-expiration, ...), --api-audiences and
+	// --authentication-config. Default: NewAuthenticationOptions().
+	Authentication *kubeoptions.BuiltInAuthenticationOptions
 	// ServiceAccountSigningKeyFile is --service-account-signing-key-file:
 	// the private key that signs service account tokens. Default:
 	// pki/sa.key in DataDir, generated on first start.
 	ServiceAccountSigningKeyFile string
-	// ServiceAccountMaxTokenExpiration is
-	// --service-account-max-token-expiration; 0: no maximum.
-	ServiceAccountMaxTokenExpiration time.Duration
 	// Authorization is kube-apiserver's authorization option group
 	// (--authorization-mode and its webhook flags). Default:
 	// --authorization-mode=Node,RBAC.
@@ -250,7 +243,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 		errs = append(errs, err)
 	}
 	for _, f := range []struct{ flag, path string }{
-		{"--client-ca-file", cc.ClientCAFile},
+		{"--client-ca-file", cc.clientCAFile()},
 		{"--etcd-cafile", cc.Etcd.CAFile}, {"--etcd-certfile", cc.Etcd.CertFile}, {"--etcd-keyfile", cc.Etcd.KeyFile},
 	} {
 		if f.path == "" {
@@ -315,9 +308,9 @@ func (cc *completedConfig) checkFiles() []error {
 			errs = append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
 		}
 	}
-	if cc.TokenAuthFile != "" {
-		if _, err := tokenfile.NewCSV(cc.TokenAuthFile); err != nil {
-			errs = append(errs, fmt.Errorf("--token-auth-file %s: %w", cc.TokenAuthFile, err))
+	if f := cc.tokenAuthFile(); f != "" {
+		if _, err := tokenfile.NewCSV(f); err != nil {
+			errs = append(errs, fmt.Errorf("--token-auth-file %s: %w", f, err))
 		}
 	}
 	if cc.CRDDir != "" {
@@ -326,14 +319,30 @@ func (cc *completedConfig) checkFiles() []error {
 			errs = append(errs, fmt.Errorf("--crd-dir %s: %w", cc.CRDDir, err))
 		}
 	}
-	if cc.ClientCAFile != "" {
-		if data, err := os.ReadFile(cc.ClientCAFile); err == nil {
-			if _, err := pki.ParseCertificates(cc.ClientCAFile, data); err != nil {
+	if f := cc.clientCAFile(); f != "" {
+		if data, err := os.ReadFile(f); err == nil {
+			if _, err := pki.ParseCertificates(f, data); err != nil {
 				errs = append(errs, fmt.Errorf("--client-ca-file: %w", err))
 			}
 		}
 	}
 	return errs
+}
+
+// clientCAFile is --client-ca-file, if set.
+func (c *Config) clientCAFile() string {
+	if c.Authentication == nil || c.Authentication.ClientCert == nil {
+		return ""
+	}
+	return c.Authentication.ClientCert.ClientCA
+}
+
+// tokenAuthFile is --token-auth-file, if set.
+func (c *Config) tokenAuthFile() string {
+	if c.Authentication == nil || c.Authentication.TokenFile == nil {
+		return ""
+	}
+	return c.Authentication.TokenFile.TokenFile
 }
 
 func defaultString(s, def string) string {

@@ -16,8 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
-	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
-	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/etcd"
@@ -95,24 +93,14 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		ProxyClientKeyFile:  certs.frontProxyKey,
 		RequestHeaderCA:     certs.frontProxyCA.CertPEM,
 
-		TokenAuthFile: cfg.TokenAuthFile,
-		ServiceAccounts: apiserver.ServiceAccounts{
-			Authentication: &kubeoptions.ServiceAccountAuthenticationOptions{
-				Issuers:               cfg.ServiceAccountIssuer,
-				KeyFiles:              cfg.ServiceAccountKeyFiles,
-				Lookup:                true,
-				ExtendExpiration:      true,
-				MaxExpiration:         cfg.ServiceAccountMaxTokenExpiration,
-				MaxExtendedExpiration: serviceaccount.ExpirationExtensionSeconds * time.Second,
-			},
-			SigningKeyFile: defaultString(cfg.ServiceAccountSigningKeyFile, certs.serviceAccountKey),
-		},
-		Authorization: cfg.Authorization,
-		Admission:     cfg.Admission,
-		Features:      cfg.Features,
-		PublicAddress: cfg.advertiseAddr,
-		Etcd:          s.etcdCli,
-		EtcdPrefix:    cfg.Etcd.Prefix,
+		Authentication:               cfg.Authentication,
+		ServiceAccountSigningKeyFile: defaultString(cfg.ServiceAccountSigningKeyFile, certs.serviceAccountKey),
+		Authorization:                cfg.Authorization,
+		Admission:                    cfg.Admission,
+		Features:                     cfg.Features,
+		PublicAddress:                cfg.advertiseAddr,
+		Etcd:                         s.etcdCli,
+		EtcdPrefix:                   cfg.Etcd.Prefix,
 
 		EtcdCompactionInterval: cfg.Etcd.CompactionInterval,
 		EnableWatchCache:       !cfg.DisableWatchCache,

@@ -36,50 +36,62 @@ const DefaultServiceAccountIssuer = "https://kubernetes.default.svc.cluster.loca
 // (system:public-info-viewer).
 var anonymousPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
 
-// ServiceAccounts configures service account tokens: issuing
-// (TokenRequest) and authenticating them.
-type ServiceAccounts struct {
-	// Authentication is kube-apiserver's option group: issuers (the first
-	// issues tokens), verification key files, lookup, expiration.
-	// Issuers default to DefaultServiceAccountIssuer, KeyFiles to
-	// SigningKeyFile.
-	Authentication *kubeoptions.ServiceAccountAuthenticationOptions
-	// SigningKeyFile is --service-account-signing-key-file: the private
-	// key that signs tokens. Required.
-	SigningKeyFile string
+// NewAuthenticationOptions are kubeboot's authentication flags:
+// kube-apiserver's option group with client certificates, a token file and
+// service account tokens (with lookup).
+func NewAuthenticationOptions() *kubeoptions.BuiltInAuthenticationOptions {
+	o := kubeoptions.NewBuiltInAuthenticationOptions().WithClientCert().WithTokenFile().WithServiceAccounts()
+	o.ServiceAccounts.Issuers = []string{DefaultServiceAccountIssuer}
+	return o
 }
 
-// serviceAccountTokens is ServiceAccounts made live.
+// authenticationOptions is a copy of o (nil: NewAuthenticationOptions)
+// with kubeboot's service account defaults filled in later by
+// newServiceAccountTokens; the caller's options are not modified.
+func authenticationOptions(o *kubeoptions.BuiltInAuthenticationOptions) *kubeoptions.BuiltInAuthenticationOptions {
+	if o == nil {
+		o = NewAuthenticationOptions()
+	}
+	c := *o
+	if c.ServiceAccounts == nil {
+		c.ServiceAccounts = NewAuthenticationOptions().ServiceAccounts
+	}
+	sa := *c.ServiceAccounts
+	c.ServiceAccounts = &sa
+	if c.ClientCert != nil {
+		cc := *c.ClientCert
+		c.ClientCert = &cc
+	}
+	return &c
+}
+
+// serviceAccountTokens issues and verifies service account tokens.
 type serviceAccountTokens struct {
-	options       *kubeoptions.ServiceAccountAuthenticationOptions
 	issuer        serviceaccount.TokenGenerator
 	issuerURL     string
 	maxExpiration time.Duration
 	publicKeys    serviceaccount.PublicKeysGetter
 }
 
-func newServiceAccountTokens(c ServiceAccounts) (*serviceAccountTokens, error) {
-	if c.SigningKeyFile == "" {
+// newServiceAccountTokens fills in o's defaults (issuer, and the signing
+// key as the verification key) and loads the keys.
+func newServiceAccountTokens(o *kubeoptions.ServiceAccountAuthenticationOptions, signingKeyFile string) (*serviceAccountTokens, error) {
+	if signingKeyFile == "" {
 		return nil, errors.New("a service account signing key file is required")
-	}
-	o := kubeoptions.NewBuiltInAuthenticationOptions().WithServiceAccounts().ServiceAccounts
-	if c.Authentication != nil {
-		copied := *c.Authentication
-		o = &copied
 	}
 	if len(o.Issuers) == 0 {
 		o.Issuers = []string{DefaultServiceAccountIssuer}
 	}
 	if len(o.KeyFiles) == 0 {
-		o.KeyFiles = []string{c.SigningKeyFile}
+		o.KeyFiles = []string{signingKeyFile}
 	}
-	key, err := keyutil.PrivateKeyFromFile(c.SigningKeyFile)
+	key, err := keyutil.PrivateKeyFromFile(signingKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("service account signing key %s: %w", c.SigningKeyFile, err)
+		return nil, fmt.Errorf("service account signing key %s: %w", signingKeyFile, err)
 	}
 	issuer, err := serviceaccount.JWTTokenGenerator(o.Issuers[0], key)
 	if err != nil {
-		return nil, fmt.Errorf("service account signing key %s: %w", c.SigningKeyFile, err)
+		return nil, fmt.Errorf("service account signing key %s: %w", signingKeyFile, err)
 	}
 	var public []any
 	for _, f := range o.KeyFiles {
@@ -93,23 +105,23 @@ func newServiceAccountTokens(c ServiceAccounts) (*serviceAccountTokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service account keys: %w", err)
 	}
-	return &serviceAccountTokens{options: o, issuer: issuer, issuerURL: o.Issuers[0],
+	return &serviceAccountTokens{issuer: issuer, issuerURL: o.Issuers[0],
 		maxExpiration: o.MaxExpiration, publicKeys: getter}, nil
 }
 
-// applyAuthentication sets up kube-apiserver's authenticators: client
-// certificates (the generated CA and --client-ca-file), --token-auth-file,
-// service account tokens (with lookup, so a deleted account's tokens stop
-// working), and anonymous requests on anonymousPaths only.
-func applyAuthentication(gc *genericapiserver.Config, cfg Config, sa *serviceAccountTokens, client kubernetes.Interface, factory informers.SharedInformerFactory) error {
-	o := kubeoptions.NewBuiltInAuthenticationOptions().WithClientCert().WithTokenFile()
-	o.ServiceAccounts = sa.options
-	o.TokenFile.TokenFile = cfg.TokenAuthFile
-	ca, err := dynamiccertificates.NewStaticCAContent("client-ca", cfg.ClientCA)
-	if err != nil {
-		return fmt.Errorf("client CA: %w", err)
+// applyAuthentication sets up the authenticators o describes (from
+// authenticationOptions), client certificates signed by clientCA (when
+// set; it holds the generated CA and --client-ca-file's), and anonymous
+// requests on anonymousPaths only. With o's defaults: service account
+// tokens are looked up, so a deleted account's tokens stop working.
+func applyAuthentication(gc *genericapiserver.Config, o *kubeoptions.BuiltInAuthenticationOptions, clientCA []byte, client kubernetes.Interface, factory informers.SharedInformerFactory) error {
+	if o.ClientCert != nil && len(clientCA) > 0 {
+		ca, err := dynamiccertificates.NewStaticCAContent("client-ca", clientCA)
+		if err != nil {
+			return fmt.Errorf("client CA: %w", err)
+		}
+		o.ClientCert.CAContentProvider = ca
 	}
-	o.ClientCert.CAContentProvider = ca
 	if err := errors.Join(o.Validate()...); err != nil {
 		return err
 	}

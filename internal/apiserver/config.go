@@ -84,10 +84,17 @@ type Config struct {
 	// LoopbackCert and LoopbackKey are a PEM pair for the server's own
 	// clients (SNI name apiserver-loopback-client), signed by LoopbackCA.
 	LoopbackCert, LoopbackKey, LoopbackCA []byte
-	// TokenAuthFile is kube-apiserver's --token-auth-file (optional).
-	TokenAuthFile string
-	// ServiceAccounts configures service account tokens.
-	ServiceAccounts ServiceAccounts
+	// Authentication is kube-apiserver's authentication option group:
+	// client certificates (signed by ClientCA, or by --client-ca-file's
+	// CAs when ClientCA is empty), --token-auth-file, service account
+	// tokens and the structured authentication configuration. Service
+	// account issuers default to DefaultServiceAccountIssuer, key files to
+	// ServiceAccountSigningKeyFile. Default: NewAuthenticationOptions().
+	// It is read, not modified.
+	Authentication *kubeoptions.BuiltInAuthenticationOptions
+	// ServiceAccountSigningKeyFile is --service-account-signing-key-file:
+	// the private key that signs service account tokens. Required.
+	ServiceAccountSigningKeyFile string
 	// Authorization is kube-apiserver's authorization option group
 	// (--authorization-mode and its webhook settings). Default:
 	// NewAuthorizationOptions (Node,RBAC).
@@ -258,14 +265,15 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	sa, err := newServiceAccountTokens(cfg.ServiceAccounts)
+	authn := authenticationOptions(cfg.Authentication)
+	sa, err := newServiceAccountTokens(authn.ServiceAccounts, cfg.ServiceAccountSigningKeyFile)
 	if err != nil {
 		return nil, err
 	}
 	// Authentication adds its security definitions to the OpenAPI
 	// configuration, which the core server keeps.
 	withOpenAPI(gc, legacyscheme.Scheme)
-	if err := applyAuthentication(gc, cfg, sa, client, informerFactory); err != nil {
+	if err := applyAuthentication(gc, authn, cfg.ClientCA, client, informerFactory); err != nil {
 		return nil, err
 	}
 	if err := applyAuthorization(gc, cfg.Authorization, informerFactory); err != nil {

@@ -46,19 +46,15 @@ type APIServer struct {
 	RepairInterval            time.Duration
 	RepairDeadline            time.Duration
 
-	TokenAuthFile string
-	ClientCAFile  string
+	ServiceAccountSigningKeyFile string
 
-	ServiceAccountIssuer             []string
-	ServiceAccountKeyFiles           []string
-	ServiceAccountSigningKeyFile     string
-	ServiceAccountMaxTokenExpiration time.Duration
-
-	// Authorization, Admission and Features are upstream's option groups:
-	// their flags, defaults, checks and messages are upstream's.
-	Authorization *kubeoptions.BuiltInAuthorizationOptions
-	Admission     *kubeoptions.AdmissionOptions
-	Features      *genericoptions.FeatureOptions
+	// Authentication, Authorization, Admission and Features are upstream's
+	// option groups: their flags, defaults, checks and messages are
+	// upstream's.
+	Authentication *kubeoptions.BuiltInAuthenticationOptions
+	Authorization  *kubeoptions.BuiltInAuthorizationOptions
+	Admission      *kubeoptions.AdmissionOptions
+	Features       *genericoptions.FeatureOptions
 
 	CRDDir string
 
@@ -90,9 +86,10 @@ func NewAPIServer() *APIServer {
 		EventTTL:   apiserver.DefaultEventTTL,
 		WatchCache: true,
 
-		Authorization: apiserver.NewAuthorizationOptions(),
-		Admission:     kubeoptions.NewAdmissionOptions(),
-		Features:      genericoptions.NewFeatureOptions(),
+		Authentication: apiserver.NewAuthenticationOptions(),
+		Authorization:  apiserver.NewAuthorizationOptions(),
+		Admission:      kubeoptions.NewAdmissionOptions(),
+		Features:       genericoptions.NewFeatureOptions(),
 	}
 }
 
@@ -122,13 +119,12 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RepairInterval, "service-ip-repair-interval", o.RepairInterval, "How often the Service ClusterIP and NodePort repair loops rebuild the allocations from the Services.")
 	fs.DurationVar(&o.RepairDeadline, "service-ip-repair-deadline", o.RepairDeadline, "How long the first repair passes may take; /readyz fails until they succeed, and past this the server exits.")
 
-	fs.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile, "If set, the file that will be used to secure the secure port of the API server via token authentication (CSV: token,user,uid,\"group1,group2\").")
-	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "If set, any request presenting a client certificate signed by one of the authorities in this file is authenticated (in addition to the generated CA).")
-
-	fs.StringArrayVar(&o.ServiceAccountIssuer, "service-account-issuer", o.ServiceAccountIssuer, "Identifier of the service account token issuer (default "+apiserver.DefaultServiceAccountIssuer+"). The first one issues tokens; tokens of every one given are accepted. Repeat the flag for several.")
-	fs.StringArrayVar(&o.ServiceAccountKeyFiles, "service-account-key-file", o.ServiceAccountKeyFiles, "File containing PEM-encoded public or private keys that verify service account tokens. Default: the signing key. Repeat the flag for several.")
+	// kube-apiserver's: --client-ca-file (CAs accepted besides the
+	// generated one), --token-auth-file, --service-account-issuer (default
+	// https://kubernetes.default.svc.cluster.local), --service-account-key-file
+	// (default the signing key), --service-account-lookup, ...
+	o.Authentication.AddFlags(fs)
 	fs.StringVar(&o.ServiceAccountSigningKeyFile, "service-account-signing-key-file", o.ServiceAccountSigningKeyFile, "Path to the file that contains the current private key of the service account token issuer. Default: pki/sa.key in --data-dir, generated on first start.")
-	fs.DurationVar(&o.ServiceAccountMaxTokenExpiration, "service-account-max-token-expiration", o.ServiceAccountMaxTokenExpiration, "The maximum validity duration of a token created by the service account token issuer. 0 sets no maximum.")
 	o.Authorization.AddFlags(fs)
 	o.Admission.AddFlags(fs)
 	o.Features.AddFlags(fs)
@@ -175,13 +171,28 @@ func (o *APIServer) Validate() error {
 	if o.AdvertiseAddress != nil && (o.AdvertiseAddress.IsUnspecified() || o.AdvertiseAddress.IsLoopback()) {
 		errs = append(errs, fmt.Errorf("--advertise-address %s must be a specific, non-loopback address", o.AdvertiseAddress))
 	}
+	errs = append(errs, o.authenticationToValidate().Validate()...)
 	errs = append(errs, o.Authorization.Validate()...)
 	errs = append(errs, o.Admission.Validate()...)
 	errs = append(errs, o.Features.Validate()...)
-	if o.ServiceAccountMaxTokenExpiration < 0 {
-		errs = append(errs, fmt.Errorf("--service-account-max-token-expiration %s must not be negative", o.ServiceAccountMaxTokenExpiration))
-	}
 	return errors.Join(errs...)
+}
+
+// authenticationToValidate is the authentication group as the server will
+// use it: without --service-account-key-file, tokens are verified with the
+// signing key, which upstream's checks require to be named.
+func (o *APIServer) authenticationToValidate() *kubeoptions.BuiltInAuthenticationOptions {
+	sa := o.Authentication.ServiceAccounts
+	if sa == nil || len(sa.KeyFiles) > 0 {
+		return o.Authentication
+	}
+	c, saCopy := *o.Authentication, *sa
+	saCopy.KeyFiles = []string{o.ServiceAccountSigningKeyFile}
+	if o.ServiceAccountSigningKeyFile == "" {
+		saCopy.KeyFiles = []string{controlplane.DefaultServiceAccountSigningKeyFile(o.DataDir)}
+	}
+	c.ServiceAccounts = &saCopy
+	return &c
 }
 
 // Config returns the control plane configuration the flags describe.
@@ -213,17 +224,12 @@ func (o *APIServer) Config() controlplane.Config {
 		RepairInterval:            o.RepairInterval,
 		RepairDeadline:            o.RepairDeadline,
 
-		TokenAuthFile: o.TokenAuthFile,
+		Authentication:               o.Authentication,
+		ServiceAccountSigningKeyFile: o.ServiceAccountSigningKeyFile,
+		Authorization:                o.Authorization,
+		Admission:                    o.Admission,
+		Features:                     o.Features,
 
-		ServiceAccountIssuer:             o.ServiceAccountIssuer,
-		ServiceAccountKeyFiles:           o.ServiceAccountKeyFiles,
-		ServiceAccountSigningKeyFile:     o.ServiceAccountSigningKeyFile,
-		ServiceAccountMaxTokenExpiration: o.ServiceAccountMaxTokenExpiration,
-		Authorization:                    o.Authorization,
-		Admission:                        o.Admission,
-		Features:                         o.Features,
-
-		ClientCAFile:          o.ClientCAFile,
 		CRDDir:                o.CRDDir,
 		EventTTL:              o.EventTTL,
 		DisableWatchCache:     !o.WatchCache,
