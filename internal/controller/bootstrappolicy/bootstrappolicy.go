@@ -57,7 +57,16 @@ func EnsurePriorityClasses(ctx context.Context, client kubernetes.Interface) err
 		var tasks []func() error
 		for _, pc := range schedulingapiv1.SystemPriorityClasses() {
 			tasks = append(tasks, func() error {
-				_, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
+				// A read first, as upstream's hook: on a restart they exist,
+				// and a create that fails costs a write's whole path.
+				_, err := client.SchedulingV1().PriorityClasses().Get(ctx, pc.Name, metav1.GetOptions{})
+				if err == nil {
+					return nil
+				}
+				if !apierrors.IsNotFound(err) {
+					return fmt.Errorf("PriorityClass %s: %w", pc.Name, err)
+				}
+				_, err = client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
 				switch {
 				case err == nil:
 					klog.FromContext(ctx).Info("Created PriorityClass", "name", pc.Name, "value", pc.Value)
