@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -153,9 +152,6 @@ func freePorts(n int) ([]int, error) {
 		}
 		defer l.Close()
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	if len(ports) != n {
-		return nil, errors.New("no free ports")
 	}
 	return ports, nil
 }

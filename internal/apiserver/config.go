@@ -448,8 +448,8 @@ func storageProviders(gc *genericapiserver.Config, core *coreProvider, client ku
 		networkingrest.RESTStorageProvider{},
 		noderest.RESTStorageProvider{},
 		policyrest.RESTStorageProvider{},
-		rbacProvider{rbacrest.RESTStorageProvider{Authorizer: authz}, client},
-		schedulingProvider{schedulingrest.RESTStorageProvider{}, client},
+		withBootstrapHook{rbacrest.RESTStorageProvider{Authorizer: authz}, rbacrest.PostStartHookName, bootstrappolicy.EnsureRBAC, client},
+		withBootstrapHook{schedulingrest.RESTStorageProvider{}, schedulingrest.PostStartHookName, bootstrappolicy.EnsurePriorityClasses, client},
 		storagerest.RESTStorageProvider{},
 		svmrest.RESTStorageProvider{},
 		flowcontrolrest.RESTStorageProvider{InformerFactory: factory},
@@ -460,29 +460,20 @@ func storageProviders(gc *genericapiserver.Config, core *coreProvider, client ku
 	}, nil
 }
 
-// rbacProvider is upstream's RBAC group with kubeboot's bootstrap policy
-// hook, which stores the same objects without upstream's 1 s wait.
-type rbacProvider struct {
-	rbacrest.RESTStorageProvider
+// withBootstrapHook is an upstream storage provider (RBAC, scheduling)
+// whose post-start hook, under upstream's name, is kubeboot's: it stores
+// the same bootstrap objects without upstream's 1 s wait
+// (internal/controller/bootstrappolicy).
+type withBootstrapHook struct {
+	controlplaneapiserver.RESTStorageProvider
+	name   string
+	ensure func(context.Context, kubernetes.Interface) error
 	client kubernetes.Interface
 }
 
-func (p rbacProvider) PostStartHook() (string, genericapiserver.PostStartHookFunc, error) {
-	return rbacrest.PostStartHookName, stopIsNotFailure(func(hc genericapiserver.PostStartHookContext) error {
-		return bootstrappolicy.EnsureRBAC(hc, p.client)
-	}), nil
-}
-
-// schedulingProvider is upstream's scheduling group with kubeboot's system
-// PriorityClasses hook, for the same reason.
-type schedulingProvider struct {
-	schedulingrest.RESTStorageProvider
-	client kubernetes.Interface
-}
-
-func (p schedulingProvider) PostStartHook() (string, genericapiserver.PostStartHookFunc, error) {
-	return schedulingrest.PostStartHookName, stopIsNotFailure(func(hc genericapiserver.PostStartHookContext) error {
-		return bootstrappolicy.EnsurePriorityClasses(hc, p.client)
+func (p withBootstrapHook) PostStartHook() (string, genericapiserver.PostStartHookFunc, error) {
+	return p.name, stopIsNotFailure(func(hc genericapiserver.PostStartHookContext) error {
+		return p.ensure(hc, p.client)
 	}), nil
 }
 

@@ -80,9 +80,10 @@ type lazyV3 struct {
 	discovery []byte
 	all       cached.Value[map[string]*spec3.OpenAPI]
 
-	mu    sync.Mutex
-	json  map[string][]byte
-	proto map[string][]byte
+	// mu guards the encoded documents, by group version.
+	mu        sync.Mutex
+	jsonDocs  map[string][]byte
+	protoDocs map[string][]byte
 }
 
 const (
@@ -97,7 +98,7 @@ func newLazyV3(groups []string, etag string, all cached.Value[map[string]*spec3.
 		d.Paths[gv] = handler3.OpenAPIV3DiscoveryGroupVersion{ServerRelativeURL: v3URL(gv, etag)}
 	}
 	discovery, _ := json.Marshal(d) // maps of strings always marshal
-	return &lazyV3{etag: etag, discovery: discovery, all: all, json: map[string][]byte{}, proto: map[string][]byte{}}
+	return &lazyV3{etag: etag, discovery: discovery, all: all, jsonDocs: map[string][]byte{}, protoDocs: map[string][]byte{}}
 }
 
 func v3URL(gv, etag string) string {
@@ -167,22 +168,22 @@ func (l *lazyV3) document(gv string, protobuf bool) ([]byte, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	j, ok := l.json[gv]
+	j, ok := l.jsonDocs[gv]
 	if !ok {
 		if j, err = json.Marshal(doc); err != nil {
 			return nil, fmt.Errorf("encoding the OpenAPI v3 document of %s: %w", gv, err)
 		}
-		l.json[gv] = j
+		l.jsonDocs[gv] = j
 	}
 	if !protobuf {
 		return j, nil
 	}
-	p, ok := l.proto[gv]
+	p, ok := l.protoDocs[gv]
 	if !ok {
 		if p, err = handler3.ToV3ProtoBinary(j); err != nil {
 			return nil, fmt.Errorf("encoding the OpenAPI v3 document of %s: %w", gv, err)
 		}
-		l.proto[gv] = p
+		l.protoDocs[gv] = p
 	}
 	return p, nil
 }
