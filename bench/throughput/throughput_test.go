@@ -5,13 +5,17 @@
 //	go test ./bench/throughput -run '^$' -bench . -benchtime 1x
 //
 // Each benchmark reports creates/s and the p50 and p99 latency of one
-// create. kube-apiserver 1.36 with etcd 3.6 managed 159 ClusterIP
-// creates/s (p99 380 ms) and 125 NodePort creates/s (p99 576 ms) on the
-// same kind of machine.
+// create. With -peer, every iteration also runs the same creates against
+// kube-apiserver 1.37.2 built from the module graph (on an etcd member in
+// the benchmark process), right after kubeboot, and reports its creates/s
+// and kubeboot's ratio to it:
+//
+//	go test ./bench/throughput -run '^$' -bench . -benchtime 3x -args -peer
 package throughput
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -31,7 +35,10 @@ import (
 const (
 	services    = 2000
 	concurrency = 32
+	serviceCIDR = "10.96.0.0/16"
 )
+
+var peer = flag.Bool("peer", false, "also run kube-apiserver 1.37.2 in every iteration and report the ratio")
 
 func TestMain(m *testing.M) { harness.Main(m) }
 
@@ -48,30 +55,64 @@ func benchmarkCreates(b *testing.B, typ corev1.ServiceType) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var peerBin string
+	if *peer {
+		if peerBin, err = harness.BuildPeer(b.TempDir()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var ours, theirs []float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		dir := filepath.Join(b.TempDir(), "data")
 		srv := harness.StartReadyAPIServer(b, time.Minute, bin, dir, "--bind-address", "127.0.0.1", "--secure-port", "0",
-			"--service-cluster-ip-range", "10.96.0.0/16")
-		client := srv.MustClient(b)
+			"--service-cluster-ip-range", serviceCIDR)
 		b.StartTimer()
-
-		start := time.Now()
-		latencies, errs := createServices(client, typ)
-		elapsed := time.Since(start)
-
+		rate, latencies := measure(b, srv.MustClient(b), typ)
 		b.StopTimer()
-		if errs > 0 {
-			b.Fatalf("%d of %d creates failed", errs, services)
-		}
-		slices.Sort(latencies)
-		b.ReportMetric(float64(services)/elapsed.Seconds(), "creates/s")
+		ours = append(ours, rate)
 		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
 		if err := srv.Terminate(30 * time.Second); err != nil {
 			b.Fatal(err)
 		}
+		if *peer {
+			dir := b.TempDir()
+			p := harness.StartPeer(b, peerBin, dir, harness.StartEtcd(b, filepath.Join(dir, "etcd")),
+				"--service-cluster-ip-range="+serviceCIDR)
+			client, err := kubernetes.NewForConfig(p.Config)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rate, _ := measure(b, client, typ)
+			theirs = append(theirs, rate)
+			p.Stop()
+		}
 	}
+	b.ReportMetric(median(ours), "creates/s")
+	if *peer {
+		b.ReportMetric(median(theirs), "peer-creates/s")
+		b.ReportMetric(median(ours)/median(theirs), "ratio")
+	}
+}
+
+// measure creates the Services and returns creates/s and the sorted
+// latencies of the creates.
+func measure(b *testing.B, client kubernetes.Interface, typ corev1.ServiceType) (float64, []time.Duration) {
+	start := time.Now()
+	latencies, errs := createServices(client, typ)
+	elapsed := time.Since(start)
+	if errs > 0 {
+		b.Fatalf("%d of %d creates failed", errs, services)
+	}
+	slices.Sort(latencies)
+	return float64(services) / elapsed.Seconds(), latencies
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // createServices creates the Services from concurrency workers and returns
