@@ -35,6 +35,8 @@ import (
 	podtemplatestore "k8s.io/kubernetes/pkg/registry/core/podtemplate/storage"
 	servicestore "k8s.io/kubernetes/pkg/registry/core/service/storage"
 	serviceaccountstore "k8s.io/kubernetes/pkg/registry/core/serviceaccount/storage"
+
+	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
 )
 
 // coreProvider builds the core ("") group from upstream's registries, as
@@ -51,7 +53,10 @@ type coreProvider struct {
 	authorizer authorizer.Authorizer
 	ips        map[api.IPFamily]ipallocator.Interface
 	primary    api.IPFamily
-	ports      portallocator.Interface
+	// ipAddresses is what the ips store IPAddresses through; the Services
+	// storage waits for it.
+	ipAddresses *clusterip.Writer
+	ports       portallocator.Interface
 
 	// services is the Services registry, once built: the NodePort repair
 	// loop lists it.
@@ -109,7 +114,7 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 		nodes.Node.Destroy()
 		return fail("pod", err)
 	}
-	services, serviceStatus, serviceProxy, err := servicestore.NewREST(opts, p.primary, p.ips, p.ports, p.slices, pods.Pod, p.transport)
+	services, serviceStatus, serviceProxy, err := servicestore.NewREST(awaitIPAddresses{opts, p.ipAddresses}, p.primary, p.ips, p.ports, p.slices, pods.Pod, p.transport)
 	if err != nil {
 		nodes.Node.Destroy()
 		pods.Pod.Destroy()

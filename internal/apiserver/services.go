@@ -9,11 +9,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
@@ -32,8 +37,11 @@ import (
 // transaction) calls the allocators built here.
 //
 //   - ClusterIPs: upstream's IPAddress allocator (one IPAddress object per
-//     allocated IP, created through the loopback client, which in kubeboot
-//     is in-process) over the ServiceCIDRs, one per IP family.
+//     allocated IP) over the ServiceCIDRs, one per IP family. It stores the
+//     IPAddresses through a clusterip.Writer, which lets it hand out the
+//     next IP before the last one's object is committed; the Services
+//     storage (awaitIPAddresses) waits for a Service's IPAddresses before it
+//     stores the Service.
 //   - NodePorts: kubeboot's bitmap allocator (internal/allocator/nodeport),
 //     which shares one compare-and-swap write among concurrent requests.
 //
@@ -55,6 +63,8 @@ const (
 type serviceAllocators struct {
 	ips     map[api.IPFamily]ipallocator.Interface
 	primary api.IPFamily
+	// ipAddresses stores the IPAddress objects of every family's allocator.
+	ipAddresses *clusterip.Writer
 
 	nodePorts     *nodeport.Allocator
 	nodePortStore storage.Interface
@@ -70,7 +80,11 @@ func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface
 	cidrInformer := factory.Networking().V1().ServiceCIDRs()
 	out := &serviceAllocators{ips: map[api.IPFamily]ipallocator.Interface{}, client: client,
 		serviceCIDRs: cidrs, cidrObjects: cidrInformer.Lister()}
-	ipInformer := factory.Networking().V1().IPAddresses()
+	ipInformer, err := clusterip.NewIndexedInformer(factory.Networking().V1().IPAddresses())
+	if err != nil {
+		return nil, err
+	}
+	out.ipAddresses = clusterip.NewWriter(client.NetworkingV1(), ipInformer.Lister())
 	var destroys []func()
 	out.destroy = func() {
 		for _, d := range destroys {
@@ -78,7 +92,7 @@ func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface
 		}
 	}
 	for i, p := range cidrs.All() {
-		a, err := ipallocator.NewMetaAllocator(client.NetworkingV1(), cidrInformer, ipInformer, p.Addr().Is6(), nil)
+		a, err := ipallocator.NewMetaAllocator(out.ipAddresses, cidrInformer, ipInformer, p.Addr().Is6(), nil)
 		if err != nil {
 			out.destroy()
 			return nil, fmt.Errorf("ClusterIP allocator for %s: %w", p, err)
@@ -159,4 +173,68 @@ func (l v1Services) List(ctx context.Context, options *metainternalversion.ListO
 		return nil, fmt.Errorf("converting Services to v1: %w", err)
 	}
 	return out, nil
+}
+
+// awaitIPAddresses is the Services registry's RESTOptionsGetter: its
+// storage stores a Service only once the allocators' Writer stored the
+// IPAddresses of the Service's ClusterIPs.
+type awaitIPAddresses struct {
+	generic.RESTOptionsGetter
+	writer *clusterip.Writer
+}
+
+// GetRESTOptions implements generic.RESTOptionsGetter.
+func (o awaitIPAddresses) GetRESTOptions(gr schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	opts, err := o.RESTOptionsGetter.GetRESTOptions(gr, example)
+	if err != nil || gr != api.Resource("services") {
+		return opts, err
+	}
+	decorate := opts.Decorator
+	opts.Decorator = func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
+		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs,
+		indexers *cache.Indexers) (storage.Interface, factory.DestroyFunc, error) {
+		s, destroy, err := decorate(config, resourcePrefix, keyFunc, newFunc, newListFunc, getAttrs, triggers, indexers)
+		if err != nil {
+			return nil, nil, err
+		}
+		return awaitingServices{Interface: s, writer: o.writer}, destroy, nil
+	}
+	return opts, nil
+}
+
+// awaitingServices is the Services storage: creates and updates wait for
+// the IPAddresses of the Service they store.
+type awaitingServices struct {
+	storage.Interface
+	writer *clusterip.Writer
+}
+
+func (s awaitingServices) await(ctx context.Context, obj runtime.Object) error {
+	svc, ok := obj.(*api.Service)
+	if !ok {
+		return nil
+	}
+	return s.writer.Await(ctx, svc.Spec.ClusterIPs)
+}
+
+func (s awaitingServices) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
+	if err := s.await(ctx, obj); err != nil {
+		return err
+	}
+	return s.Interface.Create(ctx, key, obj, out, ttl)
+}
+
+func (s awaitingServices) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
+	return s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions,
+		func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+			out, ttl, err := tryUpdate(input, res)
+			if err != nil {
+				return out, ttl, err
+			}
+			if err := s.await(ctx, out); err != nil {
+				return nil, nil, err
+			}
+			return out, ttl, nil
+		}, cachedExistingObject)
 }
