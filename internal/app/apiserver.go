@@ -16,19 +16,10 @@ import (
 	"github.com/kubeboot/kubeboot/internal/memtrim"
 )
 
-// gcPercent is the garbage collector's target when GOGC is not set: a
-// control plane mostly idles, so a smaller heap is worth a little more GC
-// work (the Go default is 100). Start-up allocates much and keeps little,
-// on a deadline: until the server is ready the collector runs at
-// startupGCPercent instead.
-const (
-	gcPercent        = 50
-	startupGCPercent = 400
-)
-
 // releaseStartupMemory gives back, once the server is ready and its first
 // controller passes are done, the executable pages only start-up needed
-// and, unless GOGC is set, the heap start-up left behind.
+// and, unless GOGC is set, the heap start-up left behind; then the
+// collector's target follows the load (gcByLoad).
 func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, tuneGC bool) {
 	select {
 	case <-ready:
@@ -41,11 +32,14 @@ func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, tuneGC boo
 		return
 	}
 	if tuneGC {
-		debug.SetGCPercent(gcPercent)
+		debug.SetGCPercent(idleGCPercent)
 		debug.FreeOSMemory()
 	}
 	n, err := memtrim.ReleaseStartupPages()
 	klog.FromContext(ctx).V(2).Info("Released start-up pages of the executable", "bytes", n, "err", err)
+	if tuneGC {
+		gcByLoad(ctx)
+	}
 }
 
 func newAPIServerCommand() *cobra.Command {
