@@ -6,6 +6,7 @@ import (
 	"runtime/metrics"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
 
@@ -41,14 +42,7 @@ func gcByLoad(ctx context.Context) {
 	metrics.Read(sample)
 	last := sample[0].Value.Uint64()
 	busy := false
-	ticker := time.NewTicker(gcLoadPeriod)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	wait.UntilWithContext(ctx, func(context.Context) {
 		metrics.Read(sample)
 		now := sample[0].Value.Uint64()
 		rate := float64(now-last) / gcLoadPeriod.Seconds()
@@ -64,5 +58,5 @@ func gcByLoad(ctx context.Context) {
 			debug.FreeOSMemory()
 			logger.V(4).Info("Garbage collector target lowered when idle", "allocBytesPerSecond", int64(rate), "gcPercent", idleGCPercent)
 		}
-	}
+	}, gcLoadPeriod)
 }
