@@ -30,13 +30,28 @@ func (s recordingStorage) Create(_ context.Context, key string, _, _ runtime.Obj
 	return nil
 }
 
+// GuaranteedUpdate runs tryUpdate once on an empty Service and records the
+// key if it succeeded.
+func (s recordingStorage) GuaranteedUpdate(_ context.Context, key string, _ runtime.Object, _ bool, _ *storage.Preconditions,
+	tryUpdate storage.UpdateFunc, _ runtime.Object) error {
+	if _, _, err := tryUpdate(&api.Service{}, storage.ResponseMeta{}); err != nil {
+		return err
+	}
+	s.created <- key
+	return nil
+}
+
 func TestServicesStorageWaitsForTheServiceIPAddresses(t *testing.T) {
+	taken := apierrors.NewAlreadyExists(networkingv1.Resource("ipaddresses"), "10.0.0.5")
 	for _, tc := range []struct {
 		name      string
+		update    bool
 		createErr error
 	}{
-		{"stored", nil},
-		{"taken by another apiserver", apierrors.NewAlreadyExists(networkingv1.Resource("ipaddresses"), "10.0.0.5")},
+		{"create, stored", false, nil},
+		{"create, taken by another apiserver", false, taken},
+		{"update, stored", true, nil},
+		{"update, taken by another apiserver", true, taken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			release := make(chan struct{})
