@@ -36,9 +36,12 @@ import (
 const (
 	retryInterval = 100 * time.Millisecond
 	Timeout       = 30 * time.Second
-	// workers bounds the concurrent reconciliations: enough to fill
-	// etcd's batched commits, few enough not to crowd out requests.
-	workers = 8
+	// workers bounds the concurrent reconciliations. The hooks run
+	// before the server is ready, and the more of the ~130 creates of a
+	// fresh start share one etcd commit the sooner it is: 32 workers
+	// started a fresh server 60-80 ms sooner than 8 (bench/startup, two
+	// alternating batches of 6).
+	workers = 32
 )
 
 // EnsureRBAC creates or reconciles every default ClusterRole,
