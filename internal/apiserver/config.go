@@ -272,7 +272,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	// Authentication adds its security definitions to the OpenAPI
 	// configuration, which the core server keeps.
-	withOpenAPI(gc, legacyscheme.Scheme)
+	withOpenAPI(gc)
 	if err := applyAuthentication(gc, authn, cfg.ClientCA, client, informerFactory); err != nil {
 		return nil, err
 	}
@@ -375,8 +375,7 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 
-	agg, err := newAggregator(*gc, backend, informerFactory, resolver, cfg.ProxyClientCertFile, cfg.ProxyClientKeyFile,
-		[]*runtime.Scheme{legacyscheme.Scheme}, generic)
+	agg, err := newAggregator(*gc, backend, informerFactory, resolver, cfg.ProxyClientCertFile, cfg.ProxyClientKeyFile, generic)
 	if err != nil {
 		return nil, err
 	}
