@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
@@ -199,7 +200,71 @@ func buildV3(services []*restful.WebService, config *common.OpenAPIV3Config) (ma
 		if err != nil {
 			return nil, err
 		}
-		docs[strings.TrimPrefix(ws.RootPath(), "/")] = doc
+		gv := strings.TrimPrefix(ws.RootPath(), "/")
+		scopeSharedKinds(doc, gv)
+		docs[gv] = doc
 	}
 	return docs, nil
+}
+
+// gvkExtension is the OpenAPI extension listing a schema's kinds.
+const gvkExtension = "x-kubernetes-group-version-kind"
+
+// scopeSharedKinds narrows, in the document of group version gv ("api/v1",
+// "apis/<group>/<version>"), the kinds of DeleteOptions and WatchEvent,
+// which every group registers, to gv's and core/v1's, as kube-apiserver's
+// per-group documents do (k8s.io/apiserver's routes.OpenAPI.InstallV3);
+// unscoped, each document lists ~60 of them. The extension map is replaced,
+// not written: the schema may share it with the definitions every server
+// of the chain builds from.
+func scopeSharedKinds(doc *spec3.OpenAPI, gv string) {
+	group, version, ok := splitGroupVersionPath(gv)
+	if !ok || doc.Components == nil {
+		return
+	}
+	for _, schema := range doc.Components.Schemas {
+		if schema == nil {
+			continue
+		}
+		gvks, _ := schema.Extensions[gvkExtension].([]interface{})
+		if len(gvks) <= 1 || !isSharedKind(gvks[0]) {
+			continue
+		}
+		var scoped []interface{}
+		for _, item := range gvks {
+			m, _ := item.(map[string]interface{})
+			g, _ := m["group"].(string)
+			v, _ := m["version"].(string)
+			if (g == group && v == version) || (g == "" && v == "v1") {
+				scoped = append(scoped, item)
+			}
+		}
+		ext := maps.Clone(schema.Extensions)
+		if len(scoped) > 0 {
+			ext[gvkExtension] = scoped
+		} else {
+			delete(ext, gvkExtension)
+		}
+		schema.Extensions = ext
+	}
+}
+
+// isSharedKind reports whether a kinds entry is of DeleteOptions or
+// WatchEvent, which metav1.AddToGroupVersion registers in every group.
+func isSharedKind(entry interface{}) bool {
+	m, _ := entry.(map[string]interface{})
+	kind, _ := m["kind"].(string)
+	return kind == "DeleteOptions" || kind == "WatchEvent"
+}
+
+// splitGroupVersionPath splits "api/v1" and "apis/<group>/<version>".
+func splitGroupVersionPath(gv string) (group, version string, ok bool) {
+	parts := strings.Split(gv, "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "api":
+		return "", parts[1], true
+	case len(parts) == 3 && parts[0] == "apis":
+		return parts[1], parts[2], true
+	}
+	return "", "", false
 }

@@ -247,6 +247,11 @@ func TestSameAnswers(t *testing.T) {
 		{"delete deployment", request{method: "DELETE", path: "/apis/apps/v1/namespaces/diff/deployments/web"}},
 		{"delete namespace", request{method: "DELETE", path: "/api/v1/namespaces/diff"}},
 		{"create in a terminating namespace", request{method: "POST", path: ns + "/configmaps", body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"late"}}`}},
+		// One OpenAPI v3 document from each server of the chain: the
+		// definitions, their names and GVK extensions are upstream's.
+		{"OpenAPI v3 of a built-in group", request{method: "GET", path: "/openapi/v3/apis/scheduling.k8s.io/v1"}},
+		{"OpenAPI v3 of apiextensions", request{method: "GET", path: "/openapi/v3/apis/apiextensions.k8s.io/v1"}},
+		{"OpenAPI v3 of apiregistration", request{method: "GET", path: "/openapi/v3/apis/apiregistration.k8s.io/v1"}},
 	}
 	for _, step := range steps {
 		want := peer.do(t, step.req)
