@@ -214,7 +214,7 @@ func (s awaitingServices) await(ctx context.Context, obj runtime.Object) error {
 	if !ok {
 		return nil
 	}
-	return s.writer.Await(ctx, svc.Spec.ClusterIPs)
+	return s.writer.Await(ctx, svc.Namespace+"/"+svc.Name, svc.Spec.ClusterIPs)
 }
 
 func (s awaitingServices) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {

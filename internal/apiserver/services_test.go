@@ -62,7 +62,8 @@ func TestServicesStorageWaitsForTheServiceIPAddresses(t *testing.T) {
 			})
 			writer := clusterip.NewWriter(client.NetworkingV1(),
 				networkinglisters.NewIPAddressLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})))
-			if _, err := writer.IPAddresses().Create(context.Background(), &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.5"}}, metav1.CreateOptions{}); err != nil {
+			if _, err := writer.IPAddresses().Create(context.Background(), &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.5"},
+				Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "web"}}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			inner := recordingStorage{created: make(chan string, 1)}

@@ -52,7 +52,7 @@ func newWriterFixture(t *testing.T, createErr error) *writerFixture {
 // awaitResult runs Await in the background.
 func awaitResult(w *Writer, ips ...string) <-chan error {
 	out := make(chan error, 1)
-	go func() { out <- w.Await(context.Background(), ips) }()
+	go func() { out <- w.Await(context.Background(), "ns/web", ips) }()
 	return out
 }
 
@@ -92,7 +92,7 @@ func TestWriterFailedCommitFailsAwaitAndReleaseDeletesNothing(t *testing.T) {
 	if _, err := f.w.IPAddresses().Create(context.Background(), ipAddress("10.0.0.5", "uid-10.0.0.5", "web"), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	err := f.w.Await(context.Background(), []string{"10.0.0.5"})
+	err := f.w.Await(context.Background(), "ns/web", []string{"10.0.0.5"})
 	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), taken.Error()) {
 		t.Fatalf("Await = %v, want a Conflict saying %q", err, taken)
 	}
@@ -144,7 +144,51 @@ func TestWriterCreatesANameTheListerShowsAtOnce(t *testing.T) {
 	if _, err := f.w.IPAddresses().Create(context.Background(), ipAddress("10.0.0.8", "uid-10.0.0.8", "web"), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("Create of a stored name = %v, want the API's AlreadyExists", err)
 	}
-	if err := f.w.Await(context.Background(), []string{"10.0.0.8"}); err != nil {
+	if err := f.w.Await(context.Background(), "ns/web", []string{"10.0.0.8"}); err != nil {
 		t.Fatalf("Await of a name never written in the background = %v", err)
+	}
+}
+
+// A Service deleted while another Service's create of its IP was in
+// flight releases the IP: that must not hide from the other Service that
+// its IPAddress was not stored (the IP would be held twice).
+func TestWriterFailedCommitSurvivesAnotherOwnersRelease(t *testing.T) {
+	taken := apierrors.NewAlreadyExists(networkingv1.Resource("ipaddresses"), "10.0.0.5")
+	f := newWriterFixture(t, taken)
+	if _, err := f.w.IPAddresses().Create(context.Background(), ipAddress("10.0.0.5", "uid-new", "web"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	released := make(chan error, 1)
+	go func() {
+		released <- f.w.IPAddresses().Delete(context.Background(), "10.0.0.5", metav1.DeleteOptions{})
+	}()
+	close(f.release)
+	if err := <-released; err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if err := f.w.Await(context.Background(), "ns/web", []string{"10.0.0.5"}); !apierrors.IsConflict(err) {
+		t.Fatalf("Await after another owner's release = %v, want a Conflict", err)
+	}
+	// Another Service's Await is not answered with web's failure.
+	if err := f.w.Await(context.Background(), "ns/other", []string{"10.0.0.5"}); err != nil {
+		t.Fatalf("Await of another owner = %v", err)
+	}
+}
+
+// After a background create found its name taken, creates are synchronous
+// for a while, so the MetaAllocator sees a taken name and tries the next
+// IP, as upstream, instead of the Service create failing.
+func TestWriterCreatesSynchronouslyAfterACollision(t *testing.T) {
+	taken := apierrors.NewAlreadyExists(networkingv1.Resource("ipaddresses"), "10.0.0.5")
+	f := newWriterFixture(t, taken)
+	close(f.release)
+	if _, err := f.w.IPAddresses().Create(context.Background(), ipAddress("10.0.0.5", "uid-1", "web"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("first Create = %v, want it answered before the commit", err)
+	}
+	if err := f.w.Await(context.Background(), "ns/web", []string{"10.0.0.5"}); !apierrors.IsConflict(err) {
+		t.Fatalf("Await = %v, want a Conflict", err)
+	}
+	if _, err := f.w.IPAddresses().Create(context.Background(), ipAddress("10.0.0.6", "uid-2", "db"), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("Create after a collision = %v, want the API's answer (AlreadyExists)", err)
 	}
 }
