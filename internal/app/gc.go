@@ -14,8 +14,9 @@ import (
 // 100). Start-up allocates much and keeps little, on a deadline: until the
 // server is ready the collector runs at startupGCPercent. A control plane
 // mostly idles, so then a smaller heap is worth a little more GC work:
-// idleGCPercent. Under load the same setting spends a third of the CPU in
-// the collector (2,000 Service creates), so while the process allocates
+// idleGCPercent. Under load (2,000 Service creates) that setting gave the
+// collector's workers and allocation ~30% of the CPU, and the same load
+// ran ~1.3x faster at 100 (docs/performance.md), so while the process allocates
 // faster than busyAllocRate it runs at busyGCPercent, and back at
 // idleGCPercent, with the heap returned to the OS, once the rate falls
 // below idleAllocRate. An idle server allocates ~0.7 MB/s.
@@ -32,12 +33,11 @@ const (
 // heapAllocs is the runtime metric of bytes allocated so far.
 const heapAllocs = "/gc/heap/allocs:bytes"
 
-// gcByLoad switches the collector between idleGCPercent and busyGCPercent
-// by the allocation rate, sampled every gcLoadPeriod, until ctx is done.
-// It starts at idleGCPercent.
+// gcByLoad switches the collector between idleGCPercent, which the caller
+// has set, and busyGCPercent by the allocation rate, sampled every
+// gcLoadPeriod, until ctx is done.
 func gcByLoad(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	debug.SetGCPercent(idleGCPercent)
 	sample := []metrics.Sample{{Name: heapAllocs}}
 	metrics.Read(sample)
 	last := sample[0].Value.Uint64()
