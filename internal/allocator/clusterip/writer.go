@@ -18,7 +18,7 @@ import (
 // IPAddress object of each ClusterIP it hands out. The MetaAllocator holds
 // one process-wide lock from choosing an IP until its IPAddress is stored,
 // so every dynamic allocation waits for the previous one's etcd commit and
-// Service creates run one at a time (kube-apiserver manages ~180/s here).
+// Service creates run one at a time (kube-apiserver managed 180-317/s here).
 // Writer shortens that wait to the choice: Create reserves the name in
 // memory, answers at once and stores the object in the background, and
 // Await, which the Services storage calls before it stores a Service,
