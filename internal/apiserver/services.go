@@ -80,7 +80,7 @@ func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface
 	cidrInformer := factory.Networking().V1().ServiceCIDRs()
 	out := &serviceAllocators{ips: map[api.IPFamily]ipallocator.Interface{}, client: client,
 		serviceCIDRs: cidrs, cidrObjects: cidrInformer.Lister()}
-	ipInformer, err := clusterip.NewIndexedInformer(factory.Networking().V1().IPAddresses())
+	ipInformer, err := clusterip.NewFamilyInformer(factory.Networking().V1().IPAddresses())
 	if err != nil {
 		return nil, err
 	}
