@@ -488,9 +488,6 @@ func baseConfig(cfg Config, codecs serializer.CodecFactory, lb *loopback.Transpo
 	// One aggregated discovery document for the whole chain: each server
 	// adds its groups, the aggregator serves it.
 	gc.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
-	gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-		return genericapiserver.DefaultBuildHandlerChain(withPatchErrors(h, codecs), c)
-	}
 	gc.PublicAddress = net.IP(cfg.PublicAddress.AsSlice())
 	gc.ShutdownDelayDuration = cfg.ShutdownDelay
 	gc.ShutdownWatchTerminationGracePeriod = cfg.ShutdownWatchTerminationGracePeriod

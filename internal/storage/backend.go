@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"sync"
@@ -10,7 +9,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/kubernetes"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -203,7 +201,7 @@ func (b *Backend) decorator(cached bool) generic.StorageDecorator {
 		if err != nil {
 			return nil, nil, fmt.Errorf("etcd storage for %s: %w", config.GroupResource, err)
 		}
-		checked := createChecked{raw}
+		checked := clientMistakes{raw}
 		if !cached {
 			var once sync.Once
 			return checked, func() { once.Do(raw.Close) }, nil
@@ -293,16 +291,3 @@ func (b *Backend) Destroy() {
 type inProcessEndpoint struct{ *clientv3.Client }
 
 func (inProcessEndpoint) Endpoints() []string { return []string{"in-process"} }
-
-// createChecked refuses a create that carries a resourceVersion as a bad
-// request: the etcd store refuses it with an untyped error, which the
-// registry would answer with a 500, and it is the client's mistake.
-type createChecked struct{ storage.Interface }
-
-func (s createChecked) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
-	err := s.Interface.Create(ctx, key, obj, out, ttl)
-	if errors.Is(err, storage.ErrResourceVersionSetOnCreate) {
-		return apierrors.NewBadRequest(err.Error())
-	}
-	return err
-}

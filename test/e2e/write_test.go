@@ -146,6 +146,25 @@ func TestPatch(t *testing.T) {
 	}
 }
 
+// TestPatchRemovesLastFinalizer deletes a configmap held by a finalizer,
+// then patches the finalizer away: the registry deletes the object during
+// that update (its signal for that must pass kubeboot's patch-error
+// mapping unchanged).
+func TestPatchRemovesLastFinalizer(t *testing.T) {
+	requireServer(t)
+	t.Parallel()
+	ns := newNamespace(t)
+	kubectlStdin(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\n", "create", "-n", ns, "-f", "-")
+	kubectl(t, "delete", "configmap", "held", "-n", ns, "--wait=false")
+	if got := kubectl(t, "get", "configmap", "held", "-n", ns, "-o", "jsonpath={.metadata.finalizers}"); got != `["example.com/hold"]` {
+		t.Fatalf("deleted configmap with a finalizer: finalizers %q, want it held", got)
+	}
+	kubectl(t, "patch", "configmap", "held", "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	if stderr := kubectlFails(t, "", "get", "configmap", "held", "-n", ns); !strings.Contains(stderr, "NotFound") {
+		t.Errorf("after the last finalizer was patched away: get %q, want NotFound", stderr)
+	}
+}
+
 // TestReplace replaces a configmap with a changed copy, then with a stale
 // resourceVersion, which conflicts.
 func TestReplace(t *testing.T) {
