@@ -120,7 +120,7 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 // self-signed certificate: the advertise and bind addresses, localhost,
 // the kubernetes Service IPs and DNS names.
 func servingSpec(cfg *completedConfig) pki.ServingSpec {
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, cfg.AdvertiseAddress}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, cfg.Server.AdvertiseAddress}
 	if !cfg.BindAddress.IsUnspecified() {
 		ips = append(ips, cfg.BindAddress)
 	}

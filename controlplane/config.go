@@ -27,9 +27,6 @@ import (
 const (
 	DefaultSecurePort    = 6443
 	DefaultClusterDomain = "cluster.local"
-	// DefaultShutdownWatchTerminationGracePeriod bounds how long open
-	// watches may delay a graceful stop.
-	DefaultShutdownWatchTerminationGracePeriod = 5 * time.Second
 	// DefaultEtcdCompactionInterval is kube-apiserver's.
 	DefaultEtcdCompactionInterval = 5 * time.Minute
 )
@@ -50,11 +47,18 @@ type Config struct {
 	// UseFreePort makes the server listen on a free port chosen by the
 	// kernel; the port is in Server.URL.
 	UseFreePort bool
-	// AdvertiseAddress is the address published in the kubernetes
-	// Service's endpoints (--advertise-address). Default: BindAddress if
-	// it is a specific non-loopback address, else the address of the
-	// host's default-route interface.
-	AdvertiseAddress net.IP
+	// Server is the generic server's run option group: --advertise-address
+	// (the address published in the kubernetes Service's endpoints; if
+	// unset, BindAddress if it is a specific non-loopback address, else the
+	// address of the host's default-route interface),
+	// --shutdown-delay-duration (how long the server keeps serving, with
+	// /readyz failing, after a stop signal),
+	// --shutdown-watch-termination-grace-period (how long open watches,
+	// told to end, may take to drain at shutdown; default 5s),
+	// --max-requests-inflight, --request-timeout and the rest of
+	// kube-apiserver's generic server flags. Default:
+	// apiserver.NewServerRunOptions(), via NewServerRunOptions.
+	Server *genericoptions.ServerRunOptions
 
 	// Etcd selects external etcd; by default etcd runs embedded in DataDir.
 	Etcd EtcdConfig
@@ -128,15 +132,6 @@ type Config struct {
 	EventTTL time.Duration
 	// DisableWatchCache serves lists and watches from etcd (--watch-cache=false).
 	DisableWatchCache bool
-	// ShutdownDelayDuration is --shutdown-delay-duration: how long the
-	// server keeps serving, with /readyz failing, after a stop signal.
-	ShutdownDelayDuration time.Duration
-	// ShutdownWatchTerminationGracePeriod is how long, at shutdown, open
-	// watches (which are told to end) may take to drain
-	// (--shutdown-watch-termination-grace-period). Default: 5s. Without it
-	// a client's open watch would hold a stopping server for up to the
-	// request timeout (60s).
-	ShutdownWatchTerminationGracePeriod time.Duration
 }
 
 // EtcdConfig points at an external etcd cluster.
@@ -174,6 +169,10 @@ type completedConfig struct {
 
 // Warnings lists what Complete defaulted that a user should know about.
 func (c CompletedConfig) Warnings() []string { return c.warnings }
+
+// NewServerRunOptions returns the default of Config.Server: kube-apiserver's
+// generic server flags with kubeboot's defaults.
+func NewServerRunOptions() *genericoptions.ServerRunOptions { return apiserver.NewServerRunOptions() }
 
 // DefaultDataDir is /var/lib/kubeboot for root, else
 // $XDG_DATA_HOME/kubeboot (~/.local/share/kubeboot).
@@ -213,9 +212,14 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if cc.ClusterDomain == "" {
 		cc.ClusterDomain = DefaultClusterDomain
 	}
-	if cc.ShutdownWatchTerminationGracePeriod == 0 {
-		cc.ShutdownWatchTerminationGracePeriod = DefaultShutdownWatchTerminationGracePeriod
+	if cc.Server == nil {
+		cc.Server = NewServerRunOptions()
+	} else {
+		// Complete resolves the advertise address into its own copy.
+		server := *cc.Server
+		cc.Server = &server
 	}
+	errs = append(errs, cc.Server.Validate()...)
 	if cc.EventTTL == 0 {
 		cc.EventTTL = apiserver.DefaultEventTTL
 	}
@@ -353,7 +357,7 @@ func defaultString(s, def string) string {
 }
 
 func (cc *completedConfig) resolveAdvertiseAddress() error {
-	ip := cc.AdvertiseAddress
+	ip := cc.Server.AdvertiseAddress
 	if ip == nil {
 		var err error
 		ip, err = utilnet.ResolveBindAddress(cc.BindAddress)
@@ -366,6 +370,6 @@ func (cc *completedConfig) resolveAdvertiseAddress() error {
 		return fmt.Errorf("--advertise-address %q must be a specific IP address", ip)
 	}
 	cc.advertiseAddr = addr.Unmap()
-	cc.AdvertiseAddress = ip
+	cc.Server.AdvertiseAddress = ip
 	return nil
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/etcd"
-	"github.com/kubeboot/kubeboot/internal/version"
 )
 
 // Server is a control plane ready to Run.
@@ -105,12 +104,9 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		EtcdCompactionInterval: cfg.Etcd.CompactionInterval,
 		EnableWatchCache:       !cfg.DisableWatchCache,
 		EventTTL:               cfg.EventTTL,
-		ShutdownDelay:          cfg.ShutdownDelayDuration,
-
-		ShutdownWatchTerminationGracePeriod: cfg.ShutdownWatchTerminationGracePeriod,
-		Version:                             version.Get(),
-		ServiceCIDRs:                        cfg.serviceCIDRs,
-		NodePorts:                           cfg.nodePorts,
+		ServerRun:              cfg.Server,
+		ServiceCIDRs:           cfg.serviceCIDRs,
+		NodePorts:              cfg.nodePorts,
 
 		KubernetesServiceNodePort: cfg.KubernetesServiceNodePort,
 		EndpointReconcilerType:    cfg.reconciler,

@@ -93,16 +93,17 @@ func Start(t testing.TB, opts Options) *Server {
 // directory when Options.DataDir is empty. The caller must Stop it.
 func StartServer(opts Options, tempDir func() string) (*Server, error) {
 	cfg := controlplane.Config{
-		DataDir:          opts.DataDir,
-		BindAddress:      opts.BindAddress,
-		UseFreePort:      true,
-		AdvertiseAddress: opts.AdvertiseAddress,
-		Etcd:             controlplane.EtcdConfig{Servers: opts.EtcdServers},
-		CRDDir:           opts.CRDDir,
+		DataDir:     opts.DataDir,
+		BindAddress: opts.BindAddress,
+		UseFreePort: true,
+		Server:      controlplane.NewServerRunOptions(),
+		Etcd:        controlplane.EtcdConfig{Servers: opts.EtcdServers},
+		CRDDir:      opts.CRDDir,
 		// A test server's own range, so the default's deprecation warning
 		// does not show up in every test log.
 		ServiceClusterIPRange: "10.0.0.0/24",
 	}
+	cfg.Server.AdvertiseAddress = opts.AdvertiseAddress
 	if cfg.DataDir == "" {
 		cfg.DataDir = tempDir()
 	}

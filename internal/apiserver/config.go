@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericfeatures "k8s.io/apiserver/pkg/features"
@@ -71,6 +72,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/storage"
+	"github.com/kubeboot/kubeboot/internal/version"
 )
 
 // Config is everything the API server needs, as live values.
@@ -121,14 +123,13 @@ type Config struct {
 	EnableWatchCache bool
 	// EventTTL is --event-ttl. Default: 1h.
 	EventTTL time.Duration
-	// ShutdownDelay is --shutdown-delay-duration.
-	ShutdownDelay time.Duration
-	// ShutdownWatchTerminationGracePeriod is
-	// --shutdown-watch-termination-grace-period: at shutdown, open watches
-	// are told to end and given this long to drain.
-	ShutdownWatchTerminationGracePeriod time.Duration
-	// Version is served at /version.
-	Version apimachineryversion.Info
+	// ServerRun is the generic server's run option group
+	// (--shutdown-delay-duration, --max-requests-inflight,
+	// --request-timeout, ...), applied to every server of the chain; its
+	// component registry gives the version served at /version. The
+	// advertise address is PublicAddress, resolved. Required: from
+	// NewServerRunOptions. It is read, not modified.
+	ServerRun *genericoptions.ServerRunOptions
 	// ServiceCIDRs are the Service ranges (--service-cluster-ip-range).
 	ServiceCIDRs network.ServiceCIDRs
 	// NodePorts is --service-node-port-range.
@@ -481,16 +482,16 @@ func (p withBootstrapHook) PostStartHook() (string, genericapiserver.PostStartHo
 // authentication, authorization and the handler chain.
 func baseConfig(cfg Config, codecs serializer.CodecFactory, lb *loopback.Transport) (*genericapiserver.Config, error) {
 	gc := genericapiserver.NewConfig(codecs)
+	if err := cfg.ServerRun.ApplyTo(gc); err != nil {
+		return nil, fmt.Errorf("server run options: %w", err)
+	}
 	if err := applyServing(gc, cfg, lb); err != nil {
 		return nil, err
 	}
-	gc.EffectiveVersion = newEffectiveVersion(cfg.Version)
 	// One aggregated discovery document for the whole chain: each server
 	// adds its groups, the aggregator serves it.
 	gc.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
 	gc.PublicAddress = net.IP(cfg.PublicAddress.AsSlice())
-	gc.ShutdownDelayDuration = cfg.ShutdownDelay
-	gc.ShutdownWatchTerminationGracePeriod = cfg.ShutdownWatchTerminationGracePeriod
 	return gc, nil
 }
 
@@ -582,6 +583,25 @@ func (s *Server) Run(ctx context.Context) error {
 		<-done
 		return err
 	}
+}
+
+// DefaultShutdownWatchTerminationGracePeriod bounds how long open watches
+// may delay a graceful stop (kube-apiserver's default, 0, lets a client's
+// open watch hold a stopping server for up to the request timeout, 60s).
+const DefaultShutdownWatchTerminationGracePeriod = 5 * time.Second
+
+// NewServerRunOptions is kube-apiserver's generic run option group with
+// kubeboot's version (in a component registry of its own, so servers in
+// one process share no version state) and kubeboot's watch drain period.
+func NewServerRunOptions() *genericoptions.ServerRunOptions {
+	registry := basecompatibility.NewComponentGlobalsRegistry()
+	// Neither call can fail: the registry is new and no flag sets an
+	// emulated version on it.
+	utilruntime.Must(registry.Register(basecompatibility.DefaultKubeComponent, newEffectiveVersion(version.Get()), utilfeature.DefaultMutableFeatureGate))
+	utilruntime.Must(registry.Set())
+	o := genericoptions.NewServerRunOptionsForComponent(basecompatibility.DefaultKubeComponent, registry)
+	o.ShutdownWatchTerminationGracePeriod = DefaultShutdownWatchTerminationGracePeriod
+	return o
 }
 
 // effectiveVersion serves kubeboot's version at /version while keeping the

@@ -22,10 +22,9 @@ import (
 // APIServer holds the flags of `kubeboot apiserver`, named and defaulted
 // as kube-apiserver's.
 type APIServer struct {
-	DataDir          string
-	BindAddress      net.IP
-	SecurePort       int
-	AdvertiseAddress net.IP
+	DataDir     string
+	BindAddress net.IP
+	SecurePort  int
 
 	EtcdServers  []string
 	EtcdCAFile   string
@@ -48,9 +47,10 @@ type APIServer struct {
 
 	ServiceAccountSigningKeyFile string
 
-	// Authentication, Authorization, Admission and Features are upstream's
-	// option groups: their flags, defaults, checks and messages are
-	// upstream's.
+	// Server, Authentication, Authorization, Admission and Features are
+	// upstream's option groups: their flags, defaults, checks and messages
+	// are upstream's.
+	Server         *genericoptions.ServerRunOptions
 	Authentication *kubeoptions.BuiltInAuthenticationOptions
 	Authorization  *kubeoptions.BuiltInAuthorizationOptions
 	Admission      *kubeoptions.AdmissionOptions
@@ -58,11 +58,8 @@ type APIServer struct {
 
 	CRDDir string
 
-	EventTTL              time.Duration
-	WatchCache            bool
-	ShutdownDelayDuration time.Duration
-
-	ShutdownWatchTerminationGracePeriod time.Duration
+	EventTTL   time.Duration
+	WatchCache bool
 }
 
 // NewAPIServer returns the flag defaults.
@@ -86,6 +83,7 @@ func NewAPIServer() *APIServer {
 		EventTTL:   apiserver.DefaultEventTTL,
 		WatchCache: true,
 
+		Server:         controlplane.NewServerRunOptions(),
 		Authentication: apiserver.NewAuthenticationOptions(),
 		Authorization:  apiserver.NewAuthorizationOptions(),
 		Admission:      kubeoptions.NewAdmissionOptions(),
@@ -98,7 +96,10 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the embedded etcd data, the generated certificates and admin.kubeconfig.")
 	fs.IPVar(&o.BindAddress, "bind-address", o.BindAddress, "The IP address on which to listen for the --secure-port port. 0.0.0.0 listens on all interfaces.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "The port on which to serve HTTPS with authentication and authorization. 0 picks a free port.")
-	fs.IPVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "The IP address on which to advertise the apiserver to members of the cluster. If blank, the --bind-address will be used; if that is unspecified or loopback, the host's default interface address.")
+	// kube-apiserver's: --advertise-address, --shutdown-delay-duration,
+	// --shutdown-watch-termination-grace-period, --max-requests-inflight,
+	// --request-timeout, ...
+	o.Server.AddUniversalFlags(fs)
 
 	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "List of etcd servers to connect with (scheme://ip:port), comma separated. If empty, etcd runs embedded in --data-dir.")
 	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "SSL Certificate Authority file used to secure etcd communication.")
@@ -133,8 +134,6 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 
 	fs.DurationVar(&o.EventTTL, "event-ttl", o.EventTTL, "Amount of time to retain events.")
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "Enable watch caching in the apiserver.")
-	fs.DurationVar(&o.ShutdownWatchTerminationGracePeriod, "shutdown-watch-termination-grace-period", o.ShutdownWatchTerminationGracePeriod, "At shutdown, open watches are told to end and given this long to drain.")
-	fs.DurationVar(&o.ShutdownDelayDuration, "shutdown-delay-duration", o.ShutdownDelayDuration, "Time to delay the termination. During that time the server keeps serving requests normally while /readyz fails.")
 }
 
 // Validate checks values a flag's type does not; it returns every problem,
@@ -156,20 +155,14 @@ func (o *APIServer) Validate() error {
 	if o.RepairInterval <= 0 || o.RepairDeadline <= 0 {
 		errs = append(errs, fmt.Errorf("--service-ip-repair-interval %s and --service-ip-repair-deadline %s must be positive", o.RepairInterval, o.RepairDeadline))
 	}
-	if o.ShutdownWatchTerminationGracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("--shutdown-watch-termination-grace-period %s must not be negative", o.ShutdownWatchTerminationGracePeriod))
-	}
-	if o.ShutdownDelayDuration < 0 {
-		errs = append(errs, fmt.Errorf("--shutdown-delay-duration %s must not be negative", o.ShutdownDelayDuration))
-	}
 	if len(o.EtcdServers) == 0 && (o.EtcdCAFile != "" || o.EtcdCertFile != "" || o.EtcdKeyFile != "") {
 		errs = append(errs, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers"))
 	}
 	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
 		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile must be set together"))
 	}
-	if o.AdvertiseAddress != nil && (o.AdvertiseAddress.IsUnspecified() || o.AdvertiseAddress.IsLoopback()) {
-		errs = append(errs, fmt.Errorf("--advertise-address %s must be a specific, non-loopback address", o.AdvertiseAddress))
+	if a := o.Server.AdvertiseAddress; a != nil && (a.IsUnspecified() || a.IsLoopback()) {
+		errs = append(errs, fmt.Errorf("--advertise-address %s must be a specific, non-loopback address", a))
 	}
 	errs = append(errs, o.authenticationToValidate().Validate()...)
 	errs = append(errs, o.Authorization.Validate()...)
@@ -198,11 +191,11 @@ func (o *APIServer) authenticationToValidate() *kubeoptions.BuiltInAuthenticatio
 // Config returns the control plane configuration the flags describe.
 func (o *APIServer) Config() controlplane.Config {
 	return controlplane.Config{
-		DataDir:          o.DataDir,
-		BindAddress:      o.BindAddress,
-		SecurePort:       o.SecurePort,
-		UseFreePort:      o.SecurePort == 0,
-		AdvertiseAddress: o.AdvertiseAddress,
+		DataDir:     o.DataDir,
+		BindAddress: o.BindAddress,
+		SecurePort:  o.SecurePort,
+		UseFreePort: o.SecurePort == 0,
+		Server:      o.Server,
 		Etcd: controlplane.EtcdConfig{
 			Servers:  o.EtcdServers,
 			CAFile:   o.EtcdCAFile,
@@ -230,11 +223,8 @@ func (o *APIServer) Config() controlplane.Config {
 		Admission:                    o.Admission,
 		Features:                     o.Features,
 
-		CRDDir:                o.CRDDir,
-		EventTTL:              o.EventTTL,
-		DisableWatchCache:     !o.WatchCache,
-		ShutdownDelayDuration: o.ShutdownDelayDuration,
-
-		ShutdownWatchTerminationGracePeriod: o.ShutdownWatchTerminationGracePeriod,
+		CRDDir:            o.CRDDir,
+		EventTTL:          o.EventTTL,
+		DisableWatchCache: !o.WatchCache,
 	}
 }
