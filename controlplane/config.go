@@ -174,6 +174,39 @@ func (c CompletedConfig) Warnings() []string { return c.warnings }
 // generic server flags with kubeboot's defaults.
 func NewServerRunOptions() *genericoptions.ServerRunOptions { return apiserver.NewServerRunOptions() }
 
+// NewConfig returns the configuration every zero field of a Config stands
+// for: the one list of kubeboot's defaults, which the flags show and
+// Complete fills in. ServiceClusterIPRange stays empty: Complete defaults
+// it with kube-apiserver's deprecation warning.
+func NewConfig() Config {
+	return Config{
+		DataDir:     DefaultDataDir(),
+		BindAddress: net.IPv4zero,
+		SecurePort:  DefaultSecurePort,
+		Server:      NewServerRunOptions(),
+		Etcd: EtcdConfig{
+			Prefix:             storage.DefaultPrefix,
+			CompactionInterval: DefaultEtcdCompactionInterval,
+		},
+		ServiceNodePortRange: network.DefaultServiceNodePortRange,
+
+		EndpointReconcilerType:    string(reconcilers.Lease),
+		APIServerCount:            1,
+		EndpointLeaseTTL:          reconcilers.DefaultLeaseTTL,
+		EndpointReconcileInterval: reconcilers.DefaultReconcileInterval,
+		RepairInterval:            apiserver.DefaultRepairInterval,
+		RepairDeadline:            apiserver.DefaultRepairDeadline,
+		ClusterDomain:             DefaultClusterDomain,
+
+		Authentication: apiserver.NewAuthenticationOptions(),
+		Authorization:  apiserver.NewAuthorizationOptions(),
+		Admission:      kubeoptions.NewAdmissionOptions(),
+		Features:       genericoptions.NewFeatureOptions(),
+
+		EventTTL: apiserver.DefaultEventTTL,
+	}
+}
+
 // DefaultDataDir is /var/lib/kubeboot for root, else
 // $XDG_DATA_HOME/kubeboot (~/.local/share/kubeboot).
 func DefaultDataDir() string {
@@ -194,44 +227,47 @@ func DefaultDataDir() string {
 func (c Config) Complete() (CompletedConfig, error) {
 	cc := &completedConfig{Config: c}
 	var errs []error
-	if cc.DataDir == "" {
-		cc.DataDir = DefaultDataDir()
-	}
+	d := NewConfig()
+	setDefault(&cc.DataDir, d.DataDir)
 	if abs, err := filepath.Abs(cc.DataDir); err == nil {
 		cc.DataDir = abs
 	}
 	if cc.BindAddress == nil {
-		cc.BindAddress = net.IPv4zero
+		cc.BindAddress = d.BindAddress
 	}
-	if cc.SecurePort == 0 && !cc.UseFreePort {
-		cc.SecurePort = DefaultSecurePort
+	if !cc.UseFreePort {
+		setDefault(&cc.SecurePort, d.SecurePort)
 	}
 	if cc.SecurePort < 0 || cc.SecurePort > 65535 {
 		errs = append(errs, fmt.Errorf("--secure-port %d must be between 1 and 65535, inclusive", cc.SecurePort))
 	}
-	if cc.ClusterDomain == "" {
-		cc.ClusterDomain = DefaultClusterDomain
-	}
+	setDefault(&cc.ClusterDomain, d.ClusterDomain)
 	if cc.Server == nil {
-		cc.Server = NewServerRunOptions()
+		cc.Server = d.Server
 	} else {
 		// Complete resolves the advertise address into its own copy.
 		server := *cc.Server
 		cc.Server = &server
 	}
 	errs = append(errs, cc.Server.Validate()...)
-	if cc.EventTTL == 0 {
-		cc.EventTTL = apiserver.DefaultEventTTL
-	}
-	if cc.Etcd.CompactionInterval == 0 && !cc.Etcd.DisableCompaction {
-		cc.Etcd.CompactionInterval = DefaultEtcdCompactionInterval
-	}
+	setDefault(&cc.Authentication, d.Authentication)
+	setDefault(&cc.Authorization, d.Authorization)
+	setDefault(&cc.Admission, d.Admission)
+	setDefault(&cc.Features, d.Features)
+	setDefault(&cc.EventTTL, d.EventTTL)
+	setDefault(&cc.RepairInterval, d.RepairInterval)
+	setDefault(&cc.RepairDeadline, d.RepairDeadline)
 	if cc.Etcd.DisableCompaction {
 		cc.Etcd.CompactionInterval = 0
+	} else {
+		setDefault(&cc.Etcd.CompactionInterval, d.Etcd.CompactionInterval)
 	}
-	if cc.Etcd.Prefix == "" {
-		cc.Etcd.Prefix = storage.DefaultPrefix
-	}
+	setDefault(&cc.Etcd.Prefix, d.Etcd.Prefix)
+	setDefault(&cc.ServiceNodePortRange, d.ServiceNodePortRange)
+	setDefault(&cc.EndpointReconcilerType, d.EndpointReconcilerType)
+	setDefault(&cc.APIServerCount, d.APIServerCount)
+	setDefault(&cc.EndpointLeaseTTL, d.EndpointLeaseTTL)
+	setDefault(&cc.EndpointReconcileInterval, d.EndpointReconcileInterval)
 	if cc.ServiceClusterIPRange == "" {
 		cc.ServiceClusterIPRange = network.DefaultServiceClusterIPRange
 		cc.warnings = append(cc.warnings, fmt.Sprintf("No CIDR for service cluster IPs specified. Default value which was %s is deprecated and will be removed in future releases. Please specify it using --service-cluster-ip-range on kube-apiserver.", network.DefaultServiceClusterIPRange))
@@ -239,9 +275,6 @@ func (c Config) Complete() (CompletedConfig, error) {
 	var err error
 	if cc.serviceCIDRs, err = network.ParseServiceCIDRs(cc.ServiceClusterIPRange); err != nil {
 		errs = append(errs, err)
-	}
-	if cc.ServiceNodePortRange == "" {
-		cc.ServiceNodePortRange = network.DefaultServiceNodePortRange
 	}
 	if cc.nodePorts, err = network.ParsePortRange(cc.ServiceNodePortRange); err != nil {
 		errs = append(errs, err)
@@ -257,20 +290,11 @@ func (c Config) Complete() (CompletedConfig, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
 		}
 	}
-	if cc.reconciler, err = reconcilers.ParseType(defaultString(cc.EndpointReconcilerType, string(reconcilers.Lease))); err != nil {
+	if cc.reconciler, err = reconcilers.ParseType(cc.EndpointReconcilerType); err != nil {
 		errs = append(errs, err)
-	}
-	if cc.APIServerCount == 0 {
-		cc.APIServerCount = 1
 	}
 	if cc.APIServerCount < 0 {
 		errs = append(errs, fmt.Errorf("--apiserver-count %d must be a positive number", cc.APIServerCount))
-	}
-	if cc.EndpointLeaseTTL == 0 {
-		cc.EndpointLeaseTTL = reconcilers.DefaultLeaseTTL
-	}
-	if cc.EndpointReconcileInterval == 0 {
-		cc.EndpointReconcileInterval = reconcilers.DefaultReconcileInterval
 	}
 	if cc.EndpointLeaseTTL < time.Second || cc.EndpointReconcileInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--endpoint-lease-ttl %s must be at least 1s and --endpoint-reconciler-interval %s positive", cc.EndpointLeaseTTL, cc.EndpointReconcileInterval))
@@ -349,11 +373,12 @@ func (c *Config) tokenAuthFile() string {
 	return c.Authentication.TokenFile.TokenFile
 }
 
-func defaultString(s, def string) string {
-	if s == "" {
-		return def
+// setDefault sets *field to def if it is the zero value.
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
 	}
-	return s
 }
 
 func (cc *completedConfig) resolveAdvertiseAddress() error {

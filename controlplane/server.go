@@ -79,6 +79,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		return nil, err
 	}
 
+	signingKey := cfg.ServiceAccountSigningKeyFile
+	setDefault(&signingKey, certs.serviceAccountKey)
 	s.api, err = apiserver.New(apiserver.Config{
 		Listener:     s.listener,
 		ServingCert:  certs.serving.CertPEM,
@@ -93,7 +95,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		RequestHeaderCA:     certs.frontProxyCA.CertPEM,
 
 		Authentication:               cfg.Authentication,
-		ServiceAccountSigningKeyFile: defaultString(cfg.ServiceAccountSigningKeyFile, certs.serviceAccountKey),
+		ServiceAccountSigningKeyFile: signingKey,
 		Authorization:                cfg.Authorization,
 		Admission:                    cfg.Admission,
 		Features:                     cfg.Features,

@@ -45,13 +45,10 @@ func NewAuthenticationOptions() *kubeoptions.BuiltInAuthenticationOptions {
 	return o
 }
 
-// authenticationOptions is a copy of o (nil: NewAuthenticationOptions)
-// with kubeboot's service account defaults filled in later by
-// newServiceAccountTokens; the caller's options are not modified.
+// authenticationOptions is a copy of o with kubeboot's service account
+// defaults filled in later by newServiceAccountTokens; the caller's options
+// are not modified.
 func authenticationOptions(o *kubeoptions.BuiltInAuthenticationOptions) *kubeoptions.BuiltInAuthenticationOptions {
-	if o == nil {
-		o = NewAuthenticationOptions()
-	}
 	c := *o
 	if c.ServiceAccounts == nil {
 		c.ServiceAccounts = NewAuthenticationOptions().ServiceAccounts
@@ -145,12 +142,8 @@ func NewAuthorizationOptions() *kubeoptions.BuiltInAuthorizationOptions {
 	return o
 }
 
-// applyAuthorization builds the authorizer and rule resolver o describes
-// (nil: NewAuthorizationOptions).
+// applyAuthorization builds the authorizer and rule resolver o describes.
 func applyAuthorization(gc *genericapiserver.Config, o *kubeoptions.BuiltInAuthorizationOptions, factory informers.SharedInformerFactory) error {
-	if o == nil {
-		o = NewAuthorizationOptions()
-	}
 	if err := errors.Join(o.Validate()...); err != nil {
 		return err
 	}
@@ -165,13 +158,9 @@ func applyAuthorization(gc *genericapiserver.Config, o *kubeoptions.BuiltInAutho
 	return nil
 }
 
-// applyAdmission builds the admission chain o describes (nil:
-// kube-apiserver's default plugins and order).
+// applyAdmission builds the admission chain o describes.
 func applyAdmission(gc *genericapiserver.Config, o *kubeoptions.AdmissionOptions, client kubernetes.Interface, factory informers.SharedInformerFactory,
 	resources serverstorage.APIResourceConfigSource, proxyTransport *http.Transport, resolver webhook.ServiceResolver) error {
-	if o == nil {
-		o = kubeoptions.NewAdmissionOptions()
-	}
 	if err := errors.Join(o.Validate()...); err != nil {
 		return err
 	}

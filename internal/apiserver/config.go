@@ -91,23 +91,22 @@ type Config struct {
 	// CAs when ClientCA is empty), --token-auth-file, service account
 	// tokens and the structured authentication configuration. Service
 	// account issuers default to DefaultServiceAccountIssuer, key files to
-	// ServiceAccountSigningKeyFile. Default: NewAuthenticationOptions().
-	// It is read, not modified.
+	// ServiceAccountSigningKeyFile. Required (NewAuthenticationOptions); it
+	// is read, not modified.
 	Authentication *kubeoptions.BuiltInAuthenticationOptions
 	// ServiceAccountSigningKeyFile is --service-account-signing-key-file:
 	// the private key that signs service account tokens. Required.
 	ServiceAccountSigningKeyFile string
 	// Authorization is kube-apiserver's authorization option group
-	// (--authorization-mode and its webhook settings). Default:
-	// NewAuthorizationOptions (Node,RBAC).
+	// (--authorization-mode and its webhook settings). Required
+	// (NewAuthorizationOptions: Node,RBAC).
 	Authorization *kubeoptions.BuiltInAuthorizationOptions
 	// Admission is kube-apiserver's admission option group
 	// (--enable-admission-plugins, --disable-admission-plugins,
-	// --admission-control-config-file). Default: kube-apiserver's plugins.
+	// --admission-control-config-file). Required.
 	Admission *kubeoptions.AdmissionOptions
 	// Features is the generic server's feature option group
-	// (--enable-priority-and-fairness, --profiling, ...). Default:
-	// NewFeatureOptions (API Priority and Fairness on, as kube-apiserver).
+	// (--enable-priority-and-fairness, --profiling, ...). Required.
 	Features *genericoptions.FeatureOptions
 	// PublicAddress is the address other members of the cluster reach this
 	// server on (--advertise-address).
@@ -121,7 +120,7 @@ type Config struct {
 	EtcdCompactionInterval time.Duration
 	// EnableWatchCache is --watch-cache.
 	EnableWatchCache bool
-	// EventTTL is --event-ttl. Default: 1h.
+	// EventTTL is --event-ttl (DefaultEventTTL). Required.
 	EventTTL time.Duration
 	// ServerRun is the generic server's run option group
 	// (--shutdown-delay-duration, --max-requests-inflight,
@@ -152,10 +151,10 @@ type Config struct {
 	// reconcilers.DefaultReconcileInterval.
 	EndpointLeaseTTL, EndpointReconcileInterval time.Duration
 	// RepairInterval is how often the ClusterIP and NodePort repair loops
-	// run. Default: 3m.
+	// run. Required (DefaultRepairInterval).
 	RepairInterval time.Duration
 	// RepairDeadline bounds the first repair passes; past it the server
-	// exits. Default: 1m.
+	// exits. Required (DefaultRepairDeadline).
 	RepairDeadline time.Duration
 	// CRDs are installed at start (--crd-dir); the server is ready only
 	// once they are established, and stops if one is refused.
@@ -285,9 +284,6 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	features := cfg.Features
-	if features == nil {
-		features = genericoptions.NewFeatureOptions()
-	}
 	// With priority and fairness on, this sets the flow controller that
 	// replaces max-in-flight; its config consumer keeps the FlowSchemas'
 	// and PriorityLevelConfigurations' status.

@@ -81,12 +81,6 @@ func (s *Server) addHooks(cfg Config) error {
 	}
 	cidr := defaultservicecidr.New(s.Client, cfg.ServiceCIDRs.All(), recorder, 0)
 	repairInterval, repairDeadline := cfg.RepairInterval, cfg.RepairDeadline
-	if repairInterval <= 0 {
-		repairInterval = DefaultRepairInterval
-	}
-	if repairDeadline <= 0 {
-		repairDeadline = DefaultRepairDeadline
-	}
 
 	s.coreProvider.repair = func(hc genericapiserver.PostStartHookContext) error {
 		return s.allocators.startRepairs(hc, s.coreProvider.services, recorder, repairInterval, repairDeadline)
