@@ -57,7 +57,7 @@ type Config struct {
 	// told to end, may take to drain at shutdown; default 5s),
 	// --max-requests-inflight, --request-timeout and the rest of
 	// kube-apiserver's generic server flags. Default:
-	// apiserver.NewServerRunOptions(), via NewServerRunOptions.
+	// NewServerRunOptions().
 	Server *genericoptions.ServerRunOptions
 
 	// Etcd selects external etcd; by default etcd runs embedded in DataDir.

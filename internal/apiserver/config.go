@@ -283,11 +283,10 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := applyAdmission(gc, cfg.Admission, client, informerFactory, resourceConfig, proxyTransport, resolver); err != nil {
 		return nil, err
 	}
-	features := cfg.Features
 	// With priority and fairness on, this sets the flow controller that
 	// replaces max-in-flight; its config consumer keeps the FlowSchemas'
 	// and PriorityLevelConfigurations' status.
-	if err := features.ApplyTo(gc, client, informerFactory); err != nil {
+	if err := cfg.Features.ApplyTo(gc, client, informerFactory); err != nil {
 		return nil, fmt.Errorf("features: %w", err)
 	}
 

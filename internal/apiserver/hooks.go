@@ -80,10 +80,8 @@ func (s *Server) addHooks(cfg Config) error {
 		return err
 	}
 	cidr := defaultservicecidr.New(s.Client, cfg.ServiceCIDRs.All(), recorder, 0)
-	repairInterval, repairDeadline := cfg.RepairInterval, cfg.RepairDeadline
-
 	s.coreProvider.repair = func(hc genericapiserver.PostStartHookContext) error {
-		return s.allocators.startRepairs(hc, s.coreProvider.services, recorder, repairInterval, repairDeadline)
+		return s.allocators.startRepairs(hc, s.coreProvider.services, recorder, cfg.RepairInterval, cfg.RepairDeadline)
 	}
 	hooks := []struct {
 		name string

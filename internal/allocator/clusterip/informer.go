@@ -17,12 +17,12 @@ import (
 // allocator's one list query — the IPAddresses of a family with a
 // managed-by label, asked twice for every IP it hands out (Used, for its
 // metrics, evaluated even when they are off) while it holds its lock —
-// from a list kept up to date by the informer's events. Answering it by
-// matching every IPAddress's labels, or from a cache index, made that
-// query a third of the apiserver's CPU under a Service create load with
-// a few thousand Services: building a fresh slice of every IPAddress
-// twice per create. The answers are the same, as soon as the event that
-// changed them has been handled.
+// from a list kept up to date by the informer's events. Answered from a
+// cache index, building a fresh slice of every IPAddress for each call
+// was 12% of the apiserver's CPU under a Service create load with 4,000
+// Services (Used walking the list is another 21%, upstream's and left).
+// The answers are the same, as soon as the event that changed them has
+// been handled.
 type FamilyInformer struct {
 	networkinginformers.IPAddressInformer
 	lists     *familyLists
