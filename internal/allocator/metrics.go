@@ -7,11 +7,39 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-// Metrics of the NodePort allocator and of both repair loops, named as
-// kube-apiserver's (the ClusterIP allocator is upstream's and registers its
-// own). They live in the process-wide legacy registry served at /metrics;
-// several servers in one process (tests) share them.
+// Metrics of both allocators and both repair loops, named as
+// kube-apiserver's. They live in the process-wide legacy registry served
+// at /metrics; several servers in one process (tests) share them.
 var (
+	// ClusterIPAllocated and ClusterIPAvailable count IPs by ServiceCIDR
+	// range ("cidr"), from the IPAddress objects the allocator's informer
+	// has.
+	ClusterIPAllocated = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "allocated_ips",
+		Help: "Gauge measuring the number of allocated IPs for Services", StabilityLevel: metrics.ALPHA,
+	}, []string{"cidr"})
+	ClusterIPAvailable = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "available_ips",
+		Help: "Gauge measuring the number of available IPs for Services", StabilityLevel: metrics.ALPHA,
+	}, []string{"cidr"})
+	// ClusterIPAllocations and ClusterIPAllocationErrors count by range
+	// and scope ("static": requested, "dynamic"); an allocation counts once
+	// its IPAddress is stored.
+	ClusterIPAllocations = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "allocation_total",
+		Help: "Number of Cluster IPs allocations", StabilityLevel: metrics.ALPHA,
+	}, []string{"cidr", "scope"})
+	ClusterIPAllocationErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "allocation_errors_total",
+		Help: "Number of errors trying to allocate Cluster IPs", StabilityLevel: metrics.ALPHA,
+	}, []string{"cidr", "scope"})
+	// ClusterIPAllocationDuration times an allocation from the choice of
+	// the IP until its IPAddress is stored.
+	ClusterIPAllocationDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: "kube_apiserver", Subsystem: "clusterip_allocator", Name: "allocation_duration_seconds",
+		Help: "Duration in seconds to allocate a Cluster IP by ServiceCIDR", Buckets: metrics.DefBuckets, StabilityLevel: metrics.ALPHA,
+	}, []string{"cidr"})
+
 	// NodePortAllocated and NodePortAvailable count ports, refreshed by
 	// every committed write.
 	NodePortAllocated = metrics.NewGauge(&metrics.GaugeOpts{
@@ -67,6 +95,7 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(
+			ClusterIPAllocated, ClusterIPAvailable, ClusterIPAllocations, ClusterIPAllocationErrors, ClusterIPAllocationDuration,
 			NodePortAllocated, NodePortAvailable, NodePortAllocations, NodePortAllocationErrors,
 			ClusterIPRepairErrors, ClusterIPRepairReconcileErrors,
 			NodePortRepairErrors, NodePortRepairReconcileErrors,

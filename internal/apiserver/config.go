@@ -342,16 +342,15 @@ func New(cfg Config) (_ *Server, err error) {
 	generic.RegisterDestroyFunc(allocators.destroy)
 	allocator.RegisterMetrics()
 	core := &coreProvider{
-		generic:     completed.NewCoreGenericConfig(),
-		loopback:    gc.LoopbackClientConfig,
-		kubelet:     defaultKubeletClientConfig(),
-		transport:   proxyTransport,
-		slices:      resolver.slices,
-		authorizer:  gc.Authorization.Authorizer,
-		ips:         allocators.ips,
-		primary:     allocators.primary,
-		ipAddresses: allocators.ipAddresses,
-		ports:       allocators.nodePorts.ForRegistry(),
+		generic:    completed.NewCoreGenericConfig(),
+		loopback:   gc.LoopbackClientConfig,
+		kubelet:    defaultKubeletClientConfig(),
+		transport:  proxyTransport,
+		slices:     resolver.slices,
+		authorizer: gc.Authorization.Authorizer,
+		clusterIPs: allocators.clusterIPs,
+		primary:    allocators.primary,
+		ports:      allocators.nodePorts.ForRegistry(),
 	}
 	providers, err := storageProviders(gc, core, client, informerFactory, cfg.EventTTL)
 	if err != nil {

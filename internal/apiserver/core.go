@@ -23,7 +23,6 @@ import (
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 	controllerstore "k8s.io/kubernetes/pkg/registry/core/replicationcontroller/storage"
 	corerest "k8s.io/kubernetes/pkg/registry/core/rest"
-	"k8s.io/kubernetes/pkg/registry/core/service/ipallocator"
 	"k8s.io/kubernetes/pkg/registry/core/service/portallocator"
 
 	endpointsstore "k8s.io/kubernetes/pkg/registry/core/endpoint/storage"
@@ -35,8 +34,6 @@ import (
 	podtemplatestore "k8s.io/kubernetes/pkg/registry/core/podtemplate/storage"
 	servicestore "k8s.io/kubernetes/pkg/registry/core/service/storage"
 	serviceaccountstore "k8s.io/kubernetes/pkg/registry/core/serviceaccount/storage"
-
-	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
 )
 
 // coreProvider builds the core ("") group from upstream's registries, as
@@ -51,12 +48,11 @@ type coreProvider struct {
 	transport  http.RoundTripper
 	slices     proxy.EndpointSliceGetter
 	authorizer authorizer.Authorizer
-	ips        map[api.IPFamily]ipallocator.Interface
+	// clusterIPs allocate the Services' ClusterIPs; the Services storage
+	// has them store their IPAddresses.
+	clusterIPs clusterIPAllocators
 	primary    api.IPFamily
-	// ipAddresses is what the ips store IPAddresses through; the Services
-	// storage waits for it.
-	ipAddresses *clusterip.Writer
-	ports       portallocator.Interface
+	ports      portallocator.Interface
 
 	// services is the Services registry, once built: the NodePort repair
 	// loop lists it.
@@ -114,12 +110,13 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 		nodes.Node.Destroy()
 		return fail("pod", err)
 	}
-	services, serviceStatus, serviceProxy, err := servicestore.NewREST(awaitIPAddresses{opts, p.ipAddresses}, p.primary, p.ips, p.ports, p.slices, pods.Pod, p.transport)
+	services, serviceStatus, serviceProxy, err := servicestore.NewREST(recordIPAddresses{opts, p.clusterIPs}, p.primary, p.clusterIPs.forRegistry(), p.ports, p.slices, pods.Pod, p.transport)
 	if err != nil {
 		nodes.Node.Destroy()
 		pods.Pod.Destroy()
 		return fail("service", err)
 	}
+	p.clusterIPs.allocateThrough(services.Store)
 	p.services = services
 
 	if enabled("pods") {

@@ -8,10 +8,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
@@ -34,21 +36,22 @@ import (
 
 // How a Service gets its ClusterIPs and NodePorts: upstream's Service
 // registry (defaulting, validation, IP families, the allocation
-// transaction) calls the allocators built here.
+// transaction) calls kubeboot's allocators through upstream's allocator
+// interfaces.
 //
-//   - ClusterIPs: upstream's IPAddress allocator (one IPAddress object per
-//     allocated IP) over the ServiceCIDRs, one per IP family. It stores the
-//     IPAddresses through a clusterip.Writer, which lets it hand out the
-//     next IP before the last one's object is committed; the Services
-//     storage (awaitIPAddresses) waits for a Service's IPAddresses before it
-//     stores the Service.
+//   - ClusterIPs: clusterip.Allocator, one per IP family, over the
+//     ServiceCIDRs of that family; one IPAddress object per allocated IP,
+//     as kube-apiserver 1.33+. The registry's allocation only holds the IP;
+//     the Services storage (recordingServices) creates the IPAddresses of a
+//     Service's held IPs before it stores the Service.
 //   - NodePorts: kubeboot's bitmap allocator (internal/allocator/nodeport),
 //     which shares one compare-and-swap write among concurrent requests.
 //
 // Their repair loops are kubeboot's (internal/allocator/clusterip and
 // nodeport; docs/decisions.md says why not upstream's ClusterIP one). They
 // run from the start-service-ip-repair-controllers hook, which holds
-// /readyz until both first passes succeeded.
+// /readyz until the allocators have synced and both first passes
+// succeeded.
 
 // Defaults, as kube-apiserver's.
 const (
@@ -61,10 +64,8 @@ const (
 
 // serviceAllocators are the Service allocators and their repair loops.
 type serviceAllocators struct {
-	ips     map[api.IPFamily]ipallocator.Interface
-	primary api.IPFamily
-	// ipAddresses stores the IPAddress objects of every family's allocator.
-	ipAddresses *clusterip.Writer
+	clusterIPs clusterIPAllocators
+	primary    api.IPFamily
 
 	nodePorts     *nodeport.Allocator
 	nodePortStore storage.Interface
@@ -78,13 +79,8 @@ type serviceAllocators struct {
 func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface, factory informers.SharedInformerFactory,
 	cidrs network.ServiceCIDRs, ports network.PortRange) (*serviceAllocators, error) {
 	cidrInformer := factory.Networking().V1().ServiceCIDRs()
-	out := &serviceAllocators{ips: map[api.IPFamily]ipallocator.Interface{}, client: client,
+	out := &serviceAllocators{clusterIPs: clusterIPAllocators{}, client: client,
 		serviceCIDRs: cidrs, cidrObjects: cidrInformer.Lister()}
-	ipInformer, err := clusterip.NewFamilyInformer(factory.Networking().V1().IPAddresses())
-	if err != nil {
-		return nil, err
-	}
-	out.ipAddresses = clusterip.NewWriter(client.NetworkingV1(), ipInformer.Lister())
 	var destroys []func()
 	out.destroy = func() {
 		for _, d := range destroys {
@@ -92,16 +88,20 @@ func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface
 		}
 	}
 	for i, p := range cidrs.All() {
-		a, err := ipallocator.NewMetaAllocator(out.ipAddresses, cidrInformer, ipInformer, p.Addr().Is6(), nil)
+		family := api.IPv4Protocol
+		if p.Addr().Is6() {
+			family = api.IPv6Protocol
+		}
+		a, err := clusterip.NewAllocator(family, cidrInformer, factory.Networking().V1().IPAddresses(), client.NetworkingV1().IPAddresses())
 		if err != nil {
 			out.destroy()
-			return nil, fmt.Errorf("ClusterIP allocator for %s: %w", p, err)
+			return nil, err
 		}
 		a.EnableMetrics()
 		destroys = append(destroys, a.Destroy)
-		out.ips[a.IPFamily()] = a
+		out.clusterIPs[family] = a
 		if i == 0 {
-			out.primary = a.IPFamily()
+			out.primary = family
 		}
 	}
 	raw, destroyRaw, err := backend.Raw(corev1.Resource("servicenodeportallocations"), nodeport.Key,
@@ -114,6 +114,63 @@ func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface
 	out.nodePortStore = raw
 	destroys = append(destroys, out.nodePorts.Close, destroyRaw)
 	return out, nil
+}
+
+// clusterIPAllocators are the ClusterIP allocators by IP family.
+type clusterIPAllocators map[api.IPFamily]*clusterip.Allocator
+
+// forRegistry is the allocators as upstream's Service registry takes them.
+func (c clusterIPAllocators) forRegistry() map[api.IPFamily]ipallocator.Interface {
+	out := make(map[api.IPFamily]ipallocator.Interface, len(c))
+	for f, a := range c {
+		out[f] = a
+	}
+	return out
+}
+
+// allocateThrough makes the Services registry store's allocation steps
+// (BeginCreate, BeginUpdate) run through the allocators' Allocating.
+func (c clusterIPAllocators) allocateThrough(store *genericregistry.Store) {
+	beginCreate, beginUpdate := store.BeginCreate, store.BeginUpdate
+	store.BeginCreate = func(ctx context.Context, obj runtime.Object, options *metav1.CreateOptions) (finish genericregistry.FinishFunc, err error) {
+		err = c.allocating(obj, func() error {
+			finish, err = beginCreate(ctx, obj, options)
+			return err
+		})
+		return finish, err
+	}
+	store.BeginUpdate = func(ctx context.Context, obj, old runtime.Object, options *metav1.UpdateOptions) (finish genericregistry.FinishFunc, err error) {
+		err = c.allocating(obj, func() error {
+			finish, err = beginUpdate(ctx, obj, old, options)
+			return err
+		})
+		return finish, err
+	}
+}
+
+// allocating runs allocate through every family's Allocating, in one
+// order, so that concurrent calls take the allocators' locks alike.
+func (c clusterIPAllocators) allocating(obj runtime.Object, allocate func() error) error {
+	svc, ok := obj.(*api.Service)
+	if !ok {
+		return allocate()
+	}
+	for _, family := range []api.IPFamily{api.IPv4Protocol, api.IPv6Protocol} {
+		if a := c[family]; a != nil {
+			inner := allocate
+			allocate = func() error { return a.Allocating(svc, inner) }
+		}
+	}
+	return allocate()
+}
+
+func (c clusterIPAllocators) hasSynced() bool {
+	for _, a := range c {
+		if !a.HasSynced() {
+			return false
+		}
+	}
+	return true
 }
 
 // startRepairs runs the first passes of both repair loops: until both
@@ -132,6 +189,10 @@ func (a *serviceAllocators) startRepairs(ctx context.Context, services *services
 	pending := loops
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, deadline, true, func(ctx context.Context) (bool, error) {
+		if !a.clusterIPs.hasSynced() {
+			lastErr = errors.New("the ClusterIP allocators have not seen every ServiceCIDR and IPAddress yet")
+			return false, nil
+		}
 		failed := pending[:0:0]
 		var errs []error
 		for _, loop := range pending {
@@ -175,16 +236,16 @@ func (l v1Services) List(ctx context.Context, options *metainternalversion.ListO
 	return out, nil
 }
 
-// awaitIPAddresses is the Services registry's RESTOptionsGetter: its
-// storage stores a Service only once the allocators' Writer stored the
-// IPAddresses of the Service's ClusterIPs.
-type awaitIPAddresses struct {
+// recordIPAddresses is the Services registry's RESTOptionsGetter: its
+// storage stores a Service only once the ClusterIP allocators have stored
+// the IPAddresses of the IPs they hold for it.
+type recordIPAddresses struct {
 	generic.RESTOptionsGetter
-	writer *clusterip.Writer
+	allocators clusterIPAllocators
 }
 
 // GetRESTOptions implements generic.RESTOptionsGetter.
-func (o awaitIPAddresses) GetRESTOptions(gr schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+func (o recordIPAddresses) GetRESTOptions(gr schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
 	opts, err := o.RESTOptionsGetter.GetRESTOptions(gr, example)
 	if err != nil || gr != api.Resource("services") {
 		return opts, err
@@ -197,34 +258,39 @@ func (o awaitIPAddresses) GetRESTOptions(gr schema.GroupResource, example runtim
 		if err != nil {
 			return nil, nil, err
 		}
-		return awaitingServices{Interface: s, writer: o.writer}, destroy, nil
+		return recordingServices{Interface: s, allocators: o.allocators}, destroy, nil
 	}
 	return opts, nil
 }
 
-// awaitingServices is the Services storage: creates and updates wait for
-// the IPAddresses of the Service they store.
-type awaitingServices struct {
+// recordingServices is the Services storage: creates and updates store
+// the IPAddresses of the Service's held ClusterIPs first.
+type recordingServices struct {
 	storage.Interface
-	writer *clusterip.Writer
+	allocators clusterIPAllocators
 }
 
-func (s awaitingServices) await(ctx context.Context, obj runtime.Object) error {
+func (s recordingServices) record(ctx context.Context, obj runtime.Object) error {
 	svc, ok := obj.(*api.Service)
 	if !ok {
 		return nil
 	}
-	return s.writer.Await(ctx, svc.Namespace+"/"+svc.Name, svc.Spec.ClusterIPs)
+	for _, a := range s.allocators {
+		if err := a.Record(ctx, svc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (s awaitingServices) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
-	if err := s.await(ctx, obj); err != nil {
+func (s recordingServices) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
+	if err := s.record(ctx, obj); err != nil {
 		return err
 	}
 	return s.Interface.Create(ctx, key, obj, out, ttl)
 }
 
-func (s awaitingServices) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+func (s recordingServices) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
 	return s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions,
 		func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
@@ -232,7 +298,7 @@ func (s awaitingServices) GuaranteedUpdate(ctx context.Context, key string, dest
 			if err != nil {
 				return out, ttl, err
 			}
-			if err := s.await(ctx, out); err != nil {
+			if err := s.record(ctx, out); err != nil {
 				return nil, nil, err
 			}
 			return out, ttl, nil

@@ -2,16 +2,16 @@ package apiserver
 
 import (
 	"context"
+	"net"
 	"testing"
-	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	api "k8s.io/kubernetes/pkg/apis/core"
@@ -19,85 +19,95 @@ import (
 	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
 )
 
-// recordingStorage records the keys of the objects stored.
+// recordingStorage records the keys of the objects stored, and whether
+// the IPAddress 10.0.0.5 existed when each was.
 type recordingStorage struct {
 	storage.Interface
-	created chan string
+	client *fake.Clientset
+	stored map[string]bool
+}
+
+func (s recordingStorage) store(key string) {
+	_, err := s.client.NetworkingV1().IPAddresses().Get(context.Background(), "10.0.0.5", metav1.GetOptions{})
+	s.stored[key] = err == nil
 }
 
 func (s recordingStorage) Create(_ context.Context, key string, _, _ runtime.Object, _ uint64) error {
-	s.created <- key
+	s.store(key)
 	return nil
 }
 
-// GuaranteedUpdate runs tryUpdate once on an empty Service and records the
-// key if it succeeded.
+// GuaranteedUpdate runs tryUpdate once on a Service and records the key
+// if it succeeded.
 func (s recordingStorage) GuaranteedUpdate(_ context.Context, key string, _ runtime.Object, _ bool, _ *storage.Preconditions,
 	tryUpdate storage.UpdateFunc, _ runtime.Object) error {
 	if _, _, err := tryUpdate(&api.Service{}, storage.ResponseMeta{}); err != nil {
 		return err
 	}
-	s.created <- key
+	s.store(key)
 	return nil
 }
 
-func TestServicesStorageWaitsForTheServiceIPAddresses(t *testing.T) {
+func TestServicesStorageStoresTheIPAddressesFirst(t *testing.T) {
 	taken := apierrors.NewAlreadyExists(networkingv1.Resource("ipaddresses"), "10.0.0.5")
 	for _, tc := range []struct {
 		name      string
 		update    bool
 		createErr error
 	}{
-		{"create, stored", false, nil},
+		{"create", false, nil},
 		{"create, taken by another apiserver", false, taken},
-		{"update, stored", true, nil},
+		{"update", true, nil},
 		{"update, taken by another apiserver", true, taken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			release := make(chan struct{})
-			client := fake.NewClientset()
+			client := fake.NewClientset(&networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
+				Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.0.0.0/24"}}})
 			client.PrependReactor("create", "ipaddresses", func(k8stesting.Action) (bool, runtime.Object, error) {
-				<-release
 				return tc.createErr != nil, nil, tc.createErr
 			})
-			writer := clusterip.NewWriter(client.NetworkingV1(),
-				networkinglisters.NewIPAddressLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})))
-			if _, err := writer.IPAddresses().Create(context.Background(), &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.5"},
-				Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "web"}}}, metav1.CreateOptions{}); err != nil {
+			factory := informers.NewSharedInformerFactory(client, 0)
+			a, err := clusterip.NewAllocator(api.IPv4Protocol, factory.Networking().V1().ServiceCIDRs(),
+				factory.Networking().V1().IPAddresses(), client.NetworkingV1().IPAddresses())
+			if err != nil {
 				t.Fatal(err)
 			}
-			inner := recordingStorage{created: make(chan string, 1)}
-			services := awaitingServices{Interface: inner, writer: writer}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer factory.Shutdown()
+			defer cancel()
+			factory.Start(ctx.Done())
+			if !cache.WaitForCacheSync(ctx.Done(), a.HasSynced) {
+				t.Fatal("allocator did not sync")
+			}
+			if err := a.Allocate(net.ParseIP("10.0.0.5")); err != nil {
+				t.Fatal(err)
+			}
+
+			inner := recordingStorage{client: client, stored: map[string]bool{}}
+			services := recordingServices{Interface: inner, allocators: clusterIPAllocators{api.IPv4Protocol: a}}
 			svc := &api.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 				Spec: api.ServiceSpec{ClusterIPs: []string{"10.0.0.5"}}}
-			result := make(chan error, 1)
-			go func() {
-				result <- services.Create(context.Background(), "/services/specs/default/web", svc, &api.Service{}, 0)
-			}()
-
-			select {
-			case key := <-inner.created:
-				t.Fatalf("%s was stored before its IPAddress", key)
-			case <-time.After(50 * time.Millisecond):
+			const key = "/services/specs/default/web"
+			if tc.update {
+				err = services.GuaranteedUpdate(ctx, key, &api.Service{}, false, nil,
+					func(runtime.Object, storage.ResponseMeta) (runtime.Object, *uint64, error) { return svc, nil, nil }, nil)
+			} else {
+				err = services.Create(ctx, key, svc, &api.Service{}, 0)
 			}
-			close(release)
-			err := <-result
 			if tc.createErr == nil {
 				if err != nil {
-					t.Fatalf("Create: %v", err)
+					t.Fatal(err)
 				}
-				if key := <-inner.created; key != "/services/specs/default/web" {
-					t.Fatalf("stored %s", key)
+				if withIP, stored := inner.stored[key]; !stored || !withIP {
+					t.Fatalf("Service stored %v, with its IPAddress %v", stored, withIP)
 				}
 				return
 			}
-			if !apierrors.IsConflict(err) {
-				t.Fatalf("Create = %v, want a Conflict", err)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("storing = %v, want kube-apiserver's Invalid for a requested IP another apiserver took", err)
 			}
-			select {
-			case key := <-inner.created:
+			if _, stored := inner.stored[key]; stored {
 				t.Fatalf("%s was stored although its IPAddress was not", key)
-			default:
 			}
 		})
 	}

@@ -1,7 +1,8 @@
-// Package clusterip keeps Service ClusterIP allocations true to the
-// Services. The allocation itself is upstream's (ipallocator.MetaAllocator:
-// one networking.k8s.io/v1 IPAddress object per IP, created before the
-// Service is stored); this is the repair loop that runs beside it.
+// Package clusterip allocates Service ClusterIPs and keeps the
+// allocations true to the Services: Allocator hands IPs out to upstream's
+// Service registry and stores one networking.k8s.io/v1 IPAddress object
+// per IP (before the Service is stored); Repair is the loop that runs
+// beside it.
 //
 // kubeboot does not run upstream's repair controller (RepairIPAddress): it
 // decides from informer caches and deletes IPAddresses by name without a
