@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -148,22 +147,11 @@ func watch(ctx context.Context, c kubernetes.Interface) {
 
 // status returns the kB fields of /proc/PID/status (VmRSS, RssAnon, ...).
 func status(b *testing.B, pid int) map[string]int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := harness.ProcStatus(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := map[string]int{}
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasSuffix(v, "kB") {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(v, "kB")))
-		if err == nil {
-			out[k] = n
-		}
-	}
-	return out
+	return st
 }
 
 func goroutines(b *testing.B, c kubernetes.Interface) int {

@@ -4,11 +4,13 @@
 //
 //	go test ./bench/throughput -run '^$' -bench . -benchtime 1x
 //
-// Each benchmark reports creates/s and the p50 and p99 latency of one
-// create. With -peer, every iteration also runs the same creates against
-// kube-apiserver 1.37.2 built from the module graph (on an etcd member in
-// the benchmark process), right after kubeboot, and reports its creates/s
-// and kubeboot's ratio to it:
+// Each benchmark reports creates/s, the p50 and p99 latency of one create
+// and the process's peak RSS (VmHWM, embedded etcd included). With -peer,
+// every iteration also runs the same creates against kube-apiserver
+// 1.37.2 built from the module graph (on an etcd member in the benchmark
+// process, so its peak RSS is the apiserver's alone), right after
+// kubeboot, and reports its creates/s and peak RSS and kubeboot's ratio to
+// it:
 //
 //	go test ./bench/throughput -run '^$' -bench . -benchtime 3x -args -peer
 package throughput
@@ -61,7 +63,7 @@ func benchmarkCreates(b *testing.B, typ corev1.ServiceType) {
 			b.Fatal(err)
 		}
 	}
-	var ours, theirs []float64
+	var ours, theirs, ourPeaks, theirPeaks []float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		dir := filepath.Join(b.TempDir(), "data")
@@ -73,6 +75,7 @@ func benchmarkCreates(b *testing.B, typ corev1.ServiceType) {
 		ours = append(ours, rate)
 		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+		ourPeaks = append(ourPeaks, peakRSS(b, srv.PID()))
 		if err := srv.Terminate(30 * time.Second); err != nil {
 			b.Fatal(err)
 		}
@@ -86,12 +89,15 @@ func benchmarkCreates(b *testing.B, typ corev1.ServiceType) {
 			}
 			rate, _ := measure(b, client, typ)
 			theirs = append(theirs, rate)
+			theirPeaks = append(theirPeaks, peakRSS(b, p.PID()))
 			p.Stop()
 		}
 	}
 	b.ReportMetric(median(ours), "creates/s")
+	b.ReportMetric(median(ourPeaks), "peak-RSS-MiB")
 	if *peer {
 		b.ReportMetric(median(theirs), "peer-creates/s")
+		b.ReportMetric(median(theirPeaks), "peer-peak-RSS-MiB")
 		b.ReportMetric(median(ours)/median(theirs), "ratio")
 	}
 }
@@ -107,6 +113,15 @@ func measure(b *testing.B, client kubernetes.Interface, typ corev1.ServiceType) 
 	}
 	slices.Sort(latencies)
 	return float64(services) / elapsed.Seconds(), latencies
+}
+
+// peakRSS is the process's peak resident set, in MiB.
+func peakRSS(b *testing.B, pid int) float64 {
+	st, err := harness.ProcStatus(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(st["VmHWM"]) / 1024
 }
 
 func median(xs []float64) float64 {

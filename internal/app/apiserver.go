@@ -1,46 +1,17 @@
 package app
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/app/options"
-	"github.com/kubeboot/kubeboot/internal/memtrim"
 )
-
-// releaseStartupMemory gives back, once the server is ready and its first
-// controller passes are done, the executable pages only start-up needed
-// and, unless GOGC is set, the heap start-up left behind; then the
-// collector's target follows the load (gcByLoad).
-func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, tuneGC bool) {
-	select {
-	case <-ready:
-	case <-ctx.Done():
-		return
-	}
-	select {
-	case <-time.After(time.Second):
-	case <-ctx.Done():
-		return
-	}
-	if tuneGC {
-		debug.SetGCPercent(idleGCPercent)
-		debug.FreeOSMemory()
-	}
-	n, err := memtrim.ReleaseStartupPages()
-	klog.FromContext(ctx).V(2).Info("Released start-up pages of the executable", "bytes", n, "err", err)
-	if tuneGC {
-		gcByLoad(ctx)
-	}
-}
 
 func newAPIServerCommand() *cobra.Command {
 	o := options.NewAPIServer()

@@ -145,6 +145,9 @@ func (w peerWriter) Write(b []byte) (int, error) {
 	return w.p.logs.Write(b)
 }
 
+// PID is the kube-apiserver process's ID.
+func (p *Peer) PID() int { return p.cmd.Process.Pid }
+
 // Logs returns what the process printed so far.
 func (p *Peer) Logs() string {
 	p.mu.Lock()
