@@ -12,14 +12,18 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
+	"github.com/kubeboot/kubeboot/internal/controllermanager"
 	"github.com/kubeboot/kubeboot/internal/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/scheduler"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
 
@@ -132,6 +136,24 @@ type Config struct {
 	EventTTL time.Duration
 	// DisableWatchCache serves lists and watches from etcd (--watch-cache=false).
 	DisableWatchCache bool
+
+	// ControllerManager runs kube-controller-manager 1.37.2 in the process
+	// once the apiserver is ready, with these options
+	// (NewControllerManagerOptions, then the binary's flags), as
+	// system:kube-controller-manager, talking to the apiserver in-process.
+	// Unless set in them, --root-ca-file and --cluster-signing-cert-file
+	// and --cluster-signing-key-file are the generated CA's,
+	// --service-account-private-key-file is the service account signing
+	// key and --service-cluster-ip-range is ServiceClusterIPRange. When its
+	// garbage collector runs, garbage collection is on in the registries;
+	// when its namespace controller runs, the apiserver runs none of its
+	// own. Default: nil, none.
+	ControllerManager *cmoptions.KubeControllerManagerOptions
+	// Scheduler runs kube-scheduler 1.37.2 in the process once the
+	// apiserver is ready, with these options (NewSchedulerOptions, then the
+	// binary's flags), as system:kube-scheduler, talking to the apiserver
+	// in-process. Default: nil, none.
+	Scheduler *schedoptions.Options
 }
 
 // EtcdConfig points at an external etcd cluster.
@@ -159,12 +181,15 @@ type CompletedConfig struct {
 
 type completedConfig struct {
 	Config
-	reconciler    reconcilers.Type
-	serviceCIDRs  network.ServiceCIDRs
-	nodePorts     network.PortRange
-	advertiseAddr netip.Addr
-	crds          []crdinstall.CRD
-	warnings      []string
+	// controllerManager is a copy of Config.ControllerManager with the
+	// files defaulted.
+	controllerManager *cmoptions.KubeControllerManagerOptions
+	reconciler        reconcilers.Type
+	serviceCIDRs      network.ServiceCIDRs
+	nodePorts         network.PortRange
+	advertiseAddr     netip.Addr
+	crds              []crdinstall.CRD
+	warnings          []string
 }
 
 // Warnings lists what Complete defaulted that a user should know about.
@@ -303,6 +328,17 @@ func (c Config) Complete() (CompletedConfig, error) {
 		errs = append(errs, fmt.Errorf("--kubernetes-service-node-port %d must be in --service-node-port-range %s", p, cc.nodePorts))
 	}
 	errs = append(errs, cc.checkFiles()...)
+	if cc.ControllerManager != nil {
+		cc.controllerManager = controllerManagerOptions(cc)
+		if err := controllermanager.Validate(cc.controllerManager); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cc.Scheduler != nil {
+		if err := scheduler.Validate(cc.Scheduler); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := cc.resolveAdvertiseAddress(); err != nil {
 		errs = append(errs, err)
 	} else if cc.reconciler != reconcilers.None && cc.serviceCIDRs.Primary.IsValid() &&

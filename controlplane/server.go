@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/etcd"
@@ -118,6 +119,10 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		RepairInterval:            cfg.RepairInterval,
 		RepairDeadline:            cfg.RepairDeadline,
 		CRDs:                      cfg.crds,
+
+		InProcessUsers:      cfg.inProcessUsers(),
+		GarbageCollection:   cfg.garbageCollection(),
+		NamespaceController: !cfg.runsController(names.NamespaceController),
 	})
 	if err != nil {
 		return nil, err
@@ -163,13 +168,44 @@ func (s *Server) AdminKubeconfig() string { return filepath.Join(s.cfg.DataDir, 
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Run serves until ctx is done, then shuts down gracefully and stops etcd.
-// It returns nil after a clean shutdown.
+// The in-process components (Config.ControllerManager, Config.Scheduler)
+// start once the server is ready and stop first, while the apiserver
+// still serves their last requests (lease releases); then the apiserver
+// drains. It returns nil after a clean shutdown.
 func (s *Server) Run(ctx context.Context) error {
 	s.ran = true
 	defer s.close()
-	go s.watchReady(ctx)
+	logger := klog.FromContext(ctx)
+	componentsCtx, stopComponents := context.WithCancel(ctx)
+	componentsDone := make(chan struct{})
+	go func() {
+		defer close(componentsDone)
+		select {
+		case <-s.ready:
+			s.runComponents(componentsCtx)
+		case <-componentsCtx.Done():
+		}
+	}()
+	// Also when the apiserver failed: nothing outlives Run.
+	defer func() {
+		stopComponents()
+		waitComponents(logger, componentsDone)
+	}()
+	// The apiserver stops once the components have.
+	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAPI()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-apiCtx.Done(): // Run returned
+			return
+		}
+		waitComponents(logger, componentsDone)
+		stopAPI()
+	}()
+	go s.watchReady(apiCtx)
 	errCh := make(chan error, 1)
-	go func() { errCh <- s.api.Run(ctx) }()
+	go func() { errCh <- s.api.Run(apiCtx) }()
 	var etcdErr <-chan error
 	if s.etcd != nil {
 		etcdErr = s.etcd.Err()
@@ -179,6 +215,16 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	case err := <-etcdErr:
 		return fmt.Errorf("embedded etcd failed: %w", err)
+	}
+}
+
+// waitComponents waits until done is closed, at most
+// componentStopTimeout.
+func waitComponents(logger klog.Logger, done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-time.After(componentStopTimeout):
+		logger.Info("In-process components did not stop in time", "timeout", componentStopTimeout)
 	}
 }
 

@@ -2,14 +2,20 @@ package apiserver
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/google/uuid"
+
 	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/user"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
@@ -18,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/keyutil"
 	controlplaneadmission "k8s.io/kubernetes/pkg/controlplane/apiserver/admission"
 	"k8s.io/kubernetes/pkg/controlplane/controller/clusterauthenticationtrust"
@@ -132,6 +139,46 @@ func applyAuthentication(gc *genericapiserver.Config, o *kubeoptions.BuiltInAuth
 	}
 	gc.Authentication.Authenticator = union.New(gc.Authentication.Authenticator, anonymous.NewAuthenticator(conditions))
 	return nil
+}
+
+// addInProcessUsers gives each of users a random bearer token that
+// authenticates it (in no group besides system:authenticated) and returns
+// the tokens by user.
+func addInProcessUsers(gc *genericapiserver.Config, users []string) map[string]string {
+	if len(users) == 0 {
+		return nil
+	}
+	byToken := make(map[string]*user.DefaultInfo, len(users))
+	byUser := make(map[string]string, len(users))
+	for _, name := range users {
+		token := rand.Text()
+		byToken[token] = &user.DefaultInfo{Name: name, UID: uuid.NewString(), Groups: []string{user.AllAuthenticated}}
+		byUser[name] = token
+	}
+	gc.Authentication.Authenticator = union.New(authenticatorfactory.NewFromTokens(byToken, gc.Authentication.APIAudiences),
+		gc.Authentication.Authenticator)
+	return byUser
+}
+
+// ClientConfigFor returns a client configuration that authenticates as
+// name, one of Config.InProcessUsers, and reaches the server in-process:
+// its requests go to the handler chain directly, and copies that keep
+// only its Dial (rest.AnonymousClientConfig) reach it over in-memory
+// connections.
+func (s *Server) ClientConfigFor(name string) (*rest.Config, error) {
+	token, ok := s.inProcessTokens[name]
+	if !ok {
+		return nil, fmt.Errorf("apiserver: %q is not an in-process user", name)
+	}
+	c := rest.CopyConfig(s.Loopback)
+	u, err := url.Parse(c.Host)
+	if err != nil {
+		return nil, fmt.Errorf("loopback host %q: %w", c.Host, err)
+	}
+	c.Host = "http://" + u.Host
+	c.BearerToken = token
+	c.Dial = s.loopback.DialContext
+	return c, nil
 }
 
 // NewAuthorizationOptions are kubeboot's authorization defaults:

@@ -159,6 +159,23 @@ type Config struct {
 	// CRDs are installed at start (--crd-dir); the server is ready only
 	// once they are established, and stops if one is refused.
 	CRDs []crdinstall.CRD
+
+	// InProcessUsers are the users the process's own components act as
+	// (kube-controller-manager, kube-scheduler): each is given a bearer
+	// token only this process knows (a user in no group, whose rights are
+	// its RBAC bindings), and ClientConfigFor returns a client
+	// configuration that authenticates as it and reaches the server
+	// in-process.
+	InProcessUsers []string
+	// GarbageCollection switches on the registries' garbage collection
+	// (owner references, foreground and orphan deletion), as
+	// kube-apiserver's --enable-garbage-collector: a garbage collector
+	// must run, or such deletes never finish.
+	GarbageCollection bool
+	// NamespaceController runs kubeboot's namespace controller in the
+	// server: deleted namespaces are emptied and removed. Switch it off
+	// when kube-controller-manager's namespace controller runs.
+	NamespaceController bool
 }
 
 // Server is an assembled server chain, not yet running.
@@ -189,6 +206,8 @@ type Server struct {
 	// loopback carries every loopback client's requests to the chain's
 	// handler in-process; Run stops it when the server has stopped.
 	loopback *loopback.Transport
+	// inProcessTokens are the bearer tokens of Config.InProcessUsers.
+	inProcessTokens map[string]string
 	// failed carries an error a post-start hook cannot recover from; Run
 	// stops the server and returns it (rather than the process exiting,
 	// so an in-process server fails its caller only).
@@ -246,6 +265,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Serializer:            legacyscheme.Codecs,
 		Resources:             storageFactory,
 		EnableWatchCache:      cfg.EnableWatchCache,
+		GarbageCollection:     cfg.GarbageCollection,
 		CompactionInterval:    cfg.EtcdCompactionInterval,
 		CountMetricPollPeriod: time.Minute,
 		ObjectCountTracker:    gc.StorageObjectCountTracker,
@@ -276,6 +296,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := applyAuthentication(gc, authn, cfg.ClientCA, client, informerFactory); err != nil {
 		return nil, err
 	}
+	inProcessTokens := addInProcessUsers(gc, cfg.InProcessUsers)
 	if err := applyAuthorization(gc, cfg.Authorization, informerFactory); err != nil {
 		return nil, err
 	}
@@ -362,7 +383,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := installOpenAPI(generic, coreConfig.OpenAPIConfig, coreConfig.OpenAPIV3Config); err != nil {
 		return nil, fmt.Errorf("serving OpenAPI: %w", err)
 	}
-	s := &Server{Scheme: legacyscheme.Scheme, Client: client, Loopback: gc.LoopbackClientConfig,
+	s := &Server{Scheme: legacyscheme.Scheme, Client: client, Loopback: gc.LoopbackClientConfig, inProcessTokens: inProcessTokens,
 		storage: backend, informers: informerFactory, internalClient: internalClient,
 		allocators: allocators, coreProvider: core,
 		core: generic, crds: crds, failed: make(chan error, 1)}

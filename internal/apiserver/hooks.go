@@ -38,7 +38,8 @@ import (
 const (
 	hookBootstrap = "bootstrap-controller"
 	// Not kube-apiserver's: the namespace controller belongs to
-	// controller-manager, which kubeboot does not have yet.
+	// kube-controller-manager; the apiserver runs kubeboot's when that
+	// does not run (Config.NamespaceController).
 	hookNamespaceController = "start-namespace-controller"
 	hookRepair              = "start-service-ip-repair-controllers"
 	hookServiceCIDR         = "start-kubernetes-service-cidr-controller"
@@ -46,6 +47,12 @@ const (
 	// Not kube-apiserver's: --crd-dir.
 	hookCRDInstaller = "install-crds-from-dir"
 )
+
+// hook is a named post-start hook.
+type hook struct {
+	name string
+	fn   genericapiserver.PostStartHookFunc
+}
 
 // addHooks registers the bootstrap controllers as post-start hooks, and
 // the bootstrap controller's stop as a pre-shutdown hook. A hook returns
@@ -70,32 +77,31 @@ func (s *Server) addHooks(cfg Config) error {
 		Interval:   cfg.EndpointReconcileInterval,
 		Ready:      s.ready,
 	}, s.Client, reconciler, recorder)
-	md, err := metadata.NewForConfig(s.internalClient)
-	if err != nil {
-		return fmt.Errorf("metadata client: %w", err)
-	}
-	nsInformer := s.informers.Core().V1().Namespaces()
-	finalizer, err := namespace.New(s.Client, md, nsInformer)
-	if err != nil {
-		return err
-	}
 	cidr := defaultservicecidr.New(s.Client, cfg.ServiceCIDRs.All(), recorder, 0)
 	s.coreProvider.repair = func(hc genericapiserver.PostStartHookContext) error {
 		return s.allocators.startRepairs(hc, s.coreProvider.services, recorder, cfg.RepairInterval, cfg.RepairDeadline)
 	}
-	hooks := []struct {
-		name string
-		fn   genericapiserver.PostStartHookFunc
-	}{
+	hooks := []hook{
 		// In kube-apiserver's order, which /readyz?verbose lists.
 		{hookBootstrap, func(hc genericapiserver.PostStartHookContext) error {
 			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.Client.CoreV1().Events("")})
 			return bootstrap.Start(hc)
 		}},
 		{hookServiceCIDR, func(hc genericapiserver.PostStartHookContext) error { return cidr.Start(hc) }},
-		{hookNamespaceController, func(hc genericapiserver.PostStartHookContext) error {
+	}
+	if cfg.NamespaceController {
+		md, err := metadata.NewForConfig(s.internalClient)
+		if err != nil {
+			return fmt.Errorf("metadata client: %w", err)
+		}
+		nsInformer := s.informers.Core().V1().Namespaces()
+		finalizer, err := namespace.New(s.Client, md, nsInformer)
+		if err != nil {
+			return err
+		}
+		hooks = append(hooks, hook{hookNamespaceController, func(hc genericapiserver.PostStartHookContext) error {
 			return finalizer.Start(hc, nsInformer.Informer().HasSynced)
-		}},
+		}})
 	}
 	for _, h := range hooks {
 		if err := s.core.AddPostStartHook(h.name, stopIsNotFailure(h.fn)); err != nil {

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -16,7 +17,9 @@ import (
 // servers maps each working server to the command that runs it; the names
 // are also what a link to the binary may be called ("kube-<server>").
 var serverAliases = map[string]string{
-	"kube-apiserver": "apiserver",
+	"kube-apiserver":          "apiserver",
+	"kube-controller-manager": "controller-manager",
+	"kube-scheduler":          "scheduler",
 }
 
 // ServerForName returns the server a binary invoked as argv0 runs directly
@@ -36,12 +39,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rest = append([]string{server}, rest...)
 	}
 	root.SetArgs(rest)
-	if err := root.ExecuteContext(ctx); err != nil {
+	if err := root.ExecuteContext(ctx); errors.Is(err, errVersionPrinted) {
+		return 0
+	} else if err != nil {
 		fmt.Fprintf(stderr, "Error: %v\n", err)
 		return 1
 	}
 	return 0
 }
+
+// errVersionPrinted ends a command that was asked for --version.
+var errVersionPrinted = errors.New("version printed")
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
@@ -49,17 +57,28 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "A lean Kubernetes control plane in one binary",
 		Long: `kubeboot is a single-binary Kubernetes control plane. Run one of its servers:
 
-  kubeboot apiserver   the Kubernetes API server, on embedded or external etcd
+  kubeboot server               API server, controller manager and scheduler in one process
+  kubeboot apiserver            the Kubernetes API server, on embedded or external etcd
+  kubeboot controller-manager   kube-controller-manager
+  kubeboot scheduler            kube-scheduler
 
-A link to this binary named after a server (kube-apiserver) runs that server.`,
+A link to this binary named after a server (kube-apiserver,
+kube-controller-manager, kube-scheduler) runs that server.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if versionRequested(cmd) {
+				printVersion(cmd)
+				return errVersionPrinted
+			}
+			return nil
+		},
 		// Without a server, print help rather than doing nothing.
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newAPIServerCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newVersionCommand())
 	return root
 }

@@ -9,6 +9,21 @@ import (
 	"github.com/kubeboot/kubeboot/internal/version"
 )
 
+// printVersion prints kubeboot's version line.
+func printVersion(cmd *cobra.Command) {
+	info := version.Get()
+	fmt.Fprintf(cmd.OutOrStdout(), "kubeboot %s (Kubernetes %s, %s, %s)\n", version.Kubeboot, info.GitVersion, info.GoVersion, info.Platform)
+}
+
+// versionRequested reports whether --version was given. Upstream's
+// components register it on the process-wide flag set, which cobra adds
+// to every command; kube-controller-manager and kube-scheduler answer it
+// themselves, and the other commands print kubeboot's version.
+func versionRequested(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup("version")
+	return f != nil && f.Changed && f.Value.String() != "false"
+}
+
 func newVersionCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -19,7 +34,7 @@ func newVersionCommand() *cobra.Command {
 			info := version.Get()
 			switch output {
 			case "":
-				fmt.Fprintf(cmd.OutOrStdout(), "kubeboot %s (Kubernetes %s, %s, %s)\n", version.Kubeboot, info.GitVersion, info.GoVersion, info.Platform)
+				printVersion(cmd)
 			case "json":
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")

@@ -42,13 +42,18 @@ const remoteAddr = "127.0.0.1:0"
 // handler in-process. The zero value refuses every request until SetHandler.
 type Transport struct {
 	handler atomic.Pointer[http.Handler]
+
+	dialMu sync.Mutex
+	dial   *pipeServer // serves DialContext's connections, once one was made
 }
 
-// SetHandler makes the transport dispatch to h; nil stops it (requests in
-// flight finish).
+// SetHandler makes the transport dispatch to h; nil stops it: requests
+// in flight through RoundTrip finish, connections made by DialContext are
+// closed.
 func (t *Transport) SetHandler(h http.Handler) {
 	if h == nil {
 		t.handler.Store(nil)
+		t.closeDial()
 		return
 	}
 	t.handler.Store(&h)

@@ -42,7 +42,7 @@ type KeyPair struct {
 
 // EnsureCA loads the CA from dir/ca.crt and dir/ca.key, or creates it.
 func EnsureCA(dir, commonName string) (*KeyPair, error) {
-	return EnsureNamedCA(dir, "ca", commonName)
+	return EnsureNamedCA(dir, CAName, commonName)
 }
 
 // EnsureNamedCA loads the CA from dir/<name>.crt and .key, or creates it.
@@ -183,6 +183,9 @@ func pairPresent(certPath, keyPath string) error {
 	}
 	return nil
 }
+
+// CAName is the name of the cluster CA's files in dir (ca.crt, ca.key).
+const CAName = "ca"
 
 // ServiceAccountKeyName is the name of the service account signing key
 // in a data dir's pki directory: a key without a certificate.

@@ -40,6 +40,11 @@ type Config struct {
 	// EnableWatchCache serves lists and watches from memory, as
 	// kube-apiserver's --watch-cache (default true there and here).
 	EnableWatchCache bool
+	// GarbageCollection switches on the registries' garbage collection
+	// (kube-apiserver's --enable-garbage-collector): deletes honour
+	// foreground and orphan propagation with finalizers a garbage
+	// collector removes.
+	GarbageCollection bool
 	// CompactionInterval is how often old revisions are compacted away;
 	// 0 disables compaction. kube-apiserver's default is 5 minutes.
 	CompactionInterval time.Duration
@@ -146,7 +151,7 @@ func (b *Backend) GetRESTOptions(gr schema.GroupResource, example runtime.Object
 	return generic.RESTOptions{
 		StorageConfig:             config,
 		Decorator:                 b.decorator(!uncachedResources[gr] && b.cfg.EnableWatchCache),
-		EnableGarbageCollection:   false,
+		EnableGarbageCollection:   b.cfg.GarbageCollection,
 		DeleteCollectionWorkers:   1,
 		ResourcePrefix:            prefix,
 		CountMetricPollPeriod:     b.cfg.CountMetricPollPeriod,

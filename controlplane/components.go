@@ -1,0 +1,114 @@
+package controlplane
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
+	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+
+	"github.com/kubeboot/kubeboot/internal/controllermanager"
+	"github.com/kubeboot/kubeboot/internal/pki"
+	"github.com/kubeboot/kubeboot/internal/scheduler"
+)
+
+// componentStopTimeout bounds how long the in-process components may take
+// to stop before the apiserver drains anyway: kube-controller-manager's
+// --controller-shutdown-timeout default.
+const componentStopTimeout = 10 * time.Second
+
+// NewControllerManagerOptions returns the default of
+// Config.ControllerManager: kube-controller-manager's options as it runs
+// in kubeboot's process (no port of its own, one service account per
+// controller).
+func NewControllerManagerOptions() (*cmoptions.KubeControllerManagerOptions, error) {
+	return controllermanager.NewOptions()
+}
+
+// NewSchedulerOptions returns the default of Config.Scheduler:
+// kube-scheduler's options as it runs in kubeboot's process (no port of
+// its own).
+func NewSchedulerOptions() *schedoptions.Options { return scheduler.NewOptions() }
+
+// controllerManagerOptions copies cc.ControllerManager with the files and
+// the Service range defaulted from the data directory and cc (the groups
+// it changes are copied, so the caller's options stay as they were).
+func controllerManagerOptions(cc *completedConfig) *cmoptions.KubeControllerManagerOptions {
+	o := *cc.ControllerManager
+	sa, csr, ipam := *o.SAController, *o.CSRSigningController, *o.NodeIPAMController
+	o.SAController, o.CSRSigningController, o.NodeIPAMController = &sa, &csr, &ipam
+	pkiDir := filepath.Join(cc.DataDir, pkiDirName)
+	setDefault(&sa.RootCAFile, filepath.Join(pkiDir, pki.CAName+".crt"))
+	signingKey := cc.ServiceAccountSigningKeyFile
+	setDefault(&signingKey, DefaultServiceAccountSigningKeyFile(cc.DataDir))
+	setDefault(&sa.ServiceAccountKeyFile, signingKey)
+	specific := csr.KubeletServingSignerConfiguration.CertFile + csr.KubeletClientSignerConfiguration.CertFile +
+		csr.KubeAPIServerClientSignerConfiguration.CertFile + csr.LegacyUnknownSignerConfiguration.CertFile
+	if csr.ClusterSigningCertFile == "" && csr.ClusterSigningKeyFile == "" && specific == "" {
+		csr.ClusterSigningCertFile = filepath.Join(pkiDir, pki.CAName+".crt")
+		csr.ClusterSigningKeyFile = filepath.Join(pkiDir, pki.CAName+".key")
+	}
+	setDefault(&ipam.ServiceCIDR, cc.ServiceClusterIPRange)
+	return &o
+}
+
+// inProcessUsers are the users the components cc runs act as.
+func (cc *completedConfig) inProcessUsers() []string {
+	var users []string
+	if cc.controllerManager != nil {
+		users = append(users, controllermanager.User)
+	}
+	if cc.Scheduler != nil {
+		users = append(users, scheduler.User)
+	}
+	return users
+}
+
+// runsController reports whether kube-controller-manager runs in the
+// process with the controller called name.
+func (cc *completedConfig) runsController(name string) bool {
+	return cc.controllerManager != nil && controllermanager.Runs(cc.controllerManager, name)
+}
+
+// garbageCollection: the registries' garbage collection is on when
+// kube-controller-manager's garbage collector runs.
+func (cc *completedConfig) garbageCollection() bool {
+	return cc.runsController(names.GarbageCollectorController)
+}
+
+// runComponents runs the in-process components until ctx is done and
+// returns once they have all stopped. An error that keeps one from
+// starting is logged; the apiserver keeps serving.
+func (s *Server) runComponents(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	var wg sync.WaitGroup
+	if opts := s.cfg.controllerManager; opts != nil {
+		client, err := s.api.ClientConfigFor(controllermanager.User)
+		if err != nil {
+			logger.Error(err, "kube-controller-manager not started")
+		} else {
+			wg.Go(func() {
+				if err := controllermanager.Run(ctx, opts, client); err != nil {
+					logger.Error(err, "kube-controller-manager stopped")
+				}
+			})
+		}
+	}
+	if opts := s.cfg.Scheduler; opts != nil {
+		client, err := s.api.ClientConfigFor(scheduler.User)
+		if err != nil {
+			logger.Error(err, "kube-scheduler not started")
+		} else {
+			wg.Go(func() {
+				if err := scheduler.Run(ctx, opts, client); err != nil {
+					logger.Error(err, "kube-scheduler stopped")
+				}
+			})
+		}
+	}
+	wg.Wait()
+}

@@ -1,0 +1,29 @@
+package app
+
+import (
+	"github.com/spf13/cobra"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+// newControllerManagerCommand is upstream's kube-controller-manager
+// command, unchanged but for its name: its flags, leader election,
+// secure serving of /healthz and /metrics, and every controller it runs
+// by default.
+func newControllerManagerCommand() *cobra.Command {
+	cmd := controllermanager.NewControllerManagerCommand()
+	cmd.Use = "controller-manager"
+	cmd.Aliases = []string{"kube-controller-manager"}
+	cmd.Short = "Run the Kubernetes controller manager"
+	return cmd
+}
+
+// newSchedulerCommand is upstream's kube-scheduler command, unchanged but
+// for its name.
+func newSchedulerCommand() *cobra.Command {
+	cmd := scheduler.NewSchedulerCommand()
+	cmd.Use = "scheduler"
+	cmd.Aliases = []string{"kube-scheduler"}
+	cmd.Short = "Run the Kubernetes scheduler"
+	return cmd
+}

@@ -1,0 +1,132 @@
+package options
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	cmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+)
+
+// controllerManagerFlags are the kube-controller-manager flags `kubeboot
+// server` has under their own names: what users of a small cluster tune.
+// The rest go through --controller-manager-arg. The leader election flags
+// are the scheduler's too.
+var controllerManagerFlags = []string{
+	"controllers", "leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
+	"allocate-node-cidrs", "cluster-cidr", "node-cidr-mask-size", "node-cidr-mask-size-ipv4", "node-cidr-mask-size-ipv6",
+	"cluster-name", "use-service-account-credentials",
+	"node-monitor-grace-period", "node-startup-grace-period", "terminated-pod-gc-threshold",
+	"root-ca-file", "service-account-private-key-file",
+	"cluster-signing-cert-file", "cluster-signing-key-file", "cluster-signing-duration",
+}
+
+// notForwarded are the components' flag groups --controller-manager-arg
+// and --scheduler-arg do not reach: logging belongs to the process, the
+// components reach the apiserver in-process, not through a kubeconfig,
+// and the scheduler's leader election follows the shared flags.
+var notForwarded = map[string]bool{"logs": true, "misc": true, "leader election": true}
+
+// Server holds the flags of `kubeboot server`: every flag of `kubeboot
+// apiserver`, plus kube-controller-manager's and kube-scheduler's with
+// their upstream names and defaults, for the two running in the same
+// process. Each writes into the component's own options.
+type Server struct {
+	APIServer
+	ControllerManager *cmoptions.KubeControllerManagerOptions
+	Scheduler         *schedoptions.Options
+	// ControllerManagerArgs and SchedulerArgs are --controller-manager-arg
+	// and --scheduler-arg: any other flag of the component, parsed by the
+	// component's own flag set.
+	ControllerManagerArgs, SchedulerArgs []string
+
+	controllerManagerFlags, schedulerFlags *pflag.FlagSet
+}
+
+// NewServer returns the flag defaults.
+func NewServer() (*Server, error) {
+	cm, err := controlplane.NewControllerManagerOptions()
+	if err != nil {
+		return nil, err
+	}
+	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: controlplane.NewSchedulerOptions()}
+	o.controllerManagerFlags = flagSet("kube-controller-manager",
+		cm.Flags(cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases()).FlagSets)
+	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
+	return o, nil
+}
+
+// flagSet is one flag set of a component's named flag sets but those in
+// notForwarded.
+func flagSet(name string, sets map[string]*pflag.FlagSet) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	for group, set := range sets {
+		if !notForwarded[group] {
+			fs.AddFlagSet(set)
+		}
+	}
+	return fs
+}
+
+// AddFlags registers the flags on fs.
+func (o *Server) AddFlags(fs *pflag.FlagSet) {
+	o.APIServer.AddFlags(fs)
+	for _, name := range controllerManagerFlags {
+		f := *o.controllerManagerFlags.Lookup(name)
+		f.Usage = "kube-controller-manager: " + f.Usage
+		fs.AddFlag(&f)
+	}
+	fs.StringVar(&o.Scheduler.ConfigFile, "scheduler-config", o.Scheduler.ConfigFile,
+		"kube-scheduler's --config: the path to its configuration file (KubeSchedulerConfiguration).")
+	fs.StringArrayVar(&o.ControllerManagerArgs, "controller-manager-arg", nil,
+		"Another kube-controller-manager flag, as --name=value (repeatable), e.g. --controller-manager-arg=--node-monitor-period=2s.")
+	fs.StringArrayVar(&o.SchedulerArgs, "scheduler-arg", nil,
+		"Another kube-scheduler flag, as --name=value (repeatable), e.g. --scheduler-arg=--pod-max-in-unschedulable-pods-duration=1m.")
+}
+
+// Validate checks the apiserver's flags and parses the components'
+// pass-through flags; each problem names its flag. The components' own
+// checks run when the configuration is completed.
+func (o *Server) Validate() error {
+	errs := []error{o.APIServer.Validate()}
+	for _, c := range []struct {
+		flag string
+		args []string
+		fs   *pflag.FlagSet
+	}{
+		{"--controller-manager-arg", o.ControllerManagerArgs, o.controllerManagerFlags},
+		{"--scheduler-arg", o.SchedulerArgs, o.schedulerFlags},
+	} {
+		if err := c.fs.Parse(c.args); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.flag, err))
+		} else if c.fs.NArg() > 0 {
+			errs = append(errs, fmt.Errorf("%s: %q is not a flag (want --name=value)", c.flag, c.fs.Args()))
+		}
+	}
+	// The components' feature gates and emulated version, from the flags
+	// just parsed (what their binaries do before anything else).
+	if err := o.ControllerManager.ComponentGlobalsRegistry.Set(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Config returns the control plane configuration the flags describe:
+// the apiserver's, with kube-controller-manager and kube-scheduler in the
+// process. The scheduler takes the leader election settings of the
+// shared flags.
+func (o *Server) Config() controlplane.Config {
+	c := o.APIServer.Config()
+	c.ControllerManager = o.ControllerManager
+	le := o.ControllerManager.Generic.LeaderElection
+	sched := *o.Scheduler
+	sle := *sched.LeaderElection
+	sle.LeaderElect, sle.LeaseDuration, sle.RenewDeadline, sle.RetryPeriod = le.LeaderElect, le.LeaseDuration, le.RenewDeadline, le.RetryPeriod
+	sched.LeaderElection = &sle
+	c.Scheduler = &sched
+	return c
+}

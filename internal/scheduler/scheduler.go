@@ -1,0 +1,219 @@
+// Package scheduler runs upstream's kube-scheduler 1.37.2 inside
+// kubeboot's process (`kubeboot server`): its options, profiles and
+// plugins, its leader election, talking to the apiserver in-process.
+//
+// What differs from the kube-scheduler binary, and why:
+//   - Its clients come from a client configuration the caller gives (the
+//     apiserver's in-process one for User), not from --kubeconfig.
+//   - It serves no port of its own: its metrics are in the process-wide
+//     registry the apiserver's /metrics serves.
+//   - Leader election is run here around upstream's Run, because on a
+//     lost lease, and even on a requested stop, upstream's exits the
+//     process. Here a stop returns, and a lost lease stops scheduling and
+//     campaigns again; the apiserver in the same process keeps serving.
+//     The scheduler's informers start once it leads (upstream's
+//     DelayCacheUntilActive); in-process they sync in milliseconds.
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/configz"
+	"k8s.io/klog/v2"
+	schedapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	schedconfig "k8s.io/kubernetes/cmd/kube-scheduler/app/config"
+	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
+	"k8s.io/kubernetes/pkg/scheduler/profile"
+)
+
+// User is the user kube-scheduler acts as, as in kubeadm's clusters; the
+// RBAC bootstrap policy binds system:kube-scheduler and
+// system:volume-scheduler to it.
+const User = "system:kube-scheduler"
+
+// configzName is the name upstream's Run registers its configuration
+// under.
+const configzName = "componentconfig"
+
+// relaunchDelay is how long Run waits before campaigning again after
+// scheduling stopped on a lost lease.
+const relaunchDelay = time.Second
+
+// NewOptions returns kube-scheduler's options with the defaults of running
+// inside kubeboot: no port of its own.
+func NewOptions() *schedoptions.Options {
+	o := schedoptions.NewOptions()
+	o.SecureServing.BindPort = 0
+	return o
+}
+
+// Validate checks opts as the kube-scheduler binary does.
+func Validate(opts *schedoptions.Options) error {
+	o, err := withDefaults(opts)
+	if err != nil {
+		return err
+	}
+	return utilerrors.NewAggregate(o.Validate())
+}
+
+// withDefaults is a copy of opts whose component configuration is the
+// defaults, as upstream's Setup starts: the flags and --config apply over
+// them when the configuration is built.
+func withDefaults(opts *schedoptions.Options) (*schedoptions.Options, error) {
+	defaults, err := latest.Default()
+	if err != nil {
+		return nil, err
+	}
+	o := *opts
+	o.ComponentConfig = defaults
+	return &o, nil
+}
+
+// Run runs kube-scheduler with opts until ctx is done, its clients built
+// from client (which authenticates as User). It returns nil once ctx is
+// done and scheduling has stopped, or the error that kept it from
+// starting.
+func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config) error {
+	logger := klog.FromContext(ctx).WithName("kube-scheduler")
+	ctx = klog.NewContext(ctx, logger)
+	for {
+		cc, sched, election, err := setup(ctx, opts, client)
+		if err != nil {
+			return err
+		}
+		run := func(ctx context.Context) {
+			configz.Delete(configzName) // registered by the previous run, if any
+			// Upstream's Run only returns an error once scheduling stopped.
+			if err := schedapp.Run(ctx, cc, sched); err != nil && ctx.Err() == nil {
+				logger.Error(err, "Scheduling stopped")
+			}
+		}
+		if election == nil {
+			run(ctx)
+			return nil
+		}
+		election.Callbacks = leaderelection.LeaderCallbacks{
+			OnStartedLeading: run,
+			OnStoppedLeading: func() { logger.Info("Stopped leading", "lease", election.Lock.Describe()) },
+		}
+		elector, err := leaderelection.NewLeaderElector(*election)
+		if err != nil {
+			return fmt.Errorf("kube-scheduler leader election: %w", err)
+		}
+		elector.Run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		logger.Error(nil, "Leader election lost; campaigning again", "after", relaunchDelay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(relaunchDelay):
+		}
+	}
+}
+
+// setup is upstream's Setup on clients built from client: the completed
+// configuration without leader election, the scheduler, and the leader
+// election configuration (nil without --leader-elect).
+func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config) (*schedconfig.CompletedConfig, *scheduler.Scheduler,
+	*leaderelection.LeaderElectionConfig, error) {
+	o, err := withDefaults(opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// The binary builds its clients from --master or --kubeconfig; a host
+	// keeps it from looking for an in-cluster configuration, and the
+	// clients are replaced below.
+	o.Master = client.Host
+	if err := utilerrors.NewAggregate(o.Validate()); err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
+	c, err := o.Config(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
+	kubeconfig := rest.CopyConfig(client)
+	kubeconfig.DisableCompression = true
+	kubeconfig.AcceptContentTypes = c.KubeConfig.AcceptContentTypes
+	kubeconfig.ContentType = c.KubeConfig.ContentType
+	kubeconfig.QPS, kubeconfig.Burst = c.KubeConfig.QPS, c.KubeConfig.Burst
+	c.KubeConfig = kubeconfig
+	if c.Client, err = kubernetes.NewForConfig(rest.AddUserAgent(kubeconfig, "scheduler")); err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler client: %w", err)
+	}
+	eventClient, err := kubernetes.NewForConfig(kubeconfig)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler client: %w", err)
+	}
+	c.EventBroadcaster = events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
+	c.InformerFactory = scheduler.NewInformerFactory(c.Client, 0, o.InformerName)
+	dynClient, err := dynamic.NewForConfig(kubeconfig)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler client: %w", err)
+	}
+	c.DynInformerFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, corev1.NamespaceAll, nil)
+
+	var election *leaderelection.LeaderElectionConfig
+	if le := c.ComponentConfig.LeaderElection; le.LeaderElect {
+		profileName := corev1.DefaultSchedulerName
+		if len(c.ComponentConfig.Profiles) > 0 {
+			profileName = c.ComponentConfig.Profiles[0].SchedulerName
+		}
+		hostname, err := os.Hostname()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("kube-scheduler leader election: %w", err)
+		}
+		lock, err := resourcelock.NewFromKubeconfig(le.ResourceLock, le.ResourceNamespace, le.ResourceName, resourcelock.ResourceLockConfig{
+			Identity:      hostname + "_" + string(uuid.NewUUID()),
+			EventRecorder: c.EventBroadcaster.DeprecatedNewLegacyRecorder(profileName),
+		}, kubeconfig, le.RenewDeadline.Duration)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("kube-scheduler leader election: %w", err)
+		}
+		election = &leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   le.LeaseDuration.Duration,
+			RenewDeadline:   le.RenewDeadline.Duration,
+			RetryPeriod:     le.RetryPeriod.Duration,
+			Name:            "kube-scheduler",
+			ReleaseOnCancel: true,
+		}
+	}
+	// Upstream's Run is given no election: it runs once this one leads.
+	c.LeaderElection = nil
+	c.ComponentConfig.LeaderElection.LeaderElect = false
+	cc := c.Complete()
+
+	sched, err := scheduler.New(ctx, cc.Client, cc.InformerFactory, cc.DynInformerFactory,
+		profile.RecorderFactory(func(name string) events.EventRecorderLogger { return cc.EventBroadcaster.NewRecorder(name) }),
+		scheduler.WithComponentConfigVersion(cc.ComponentConfig.TypeMeta.APIVersion),
+		scheduler.WithKubeConfig(cc.KubeConfig),
+		scheduler.WithProfiles(cc.ComponentConfig.Profiles...),
+		scheduler.WithPercentageOfNodesToScore(cc.ComponentConfig.PercentageOfNodesToScore),
+		scheduler.WithPodMaxBackoffSeconds(cc.ComponentConfig.PodMaxBackoffSeconds),
+		scheduler.WithPodInitialBackoffSeconds(cc.ComponentConfig.PodInitialBackoffSeconds),
+		scheduler.WithPodMaxInUnschedulablePodsDuration(cc.PodMaxInUnschedulablePodsDuration),
+		scheduler.WithExtenders(cc.ComponentConfig.Extenders...),
+		scheduler.WithParallelism(cc.ComponentConfig.Parallelism),
+	)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
+	return &cc, sched, election, nil
+}
