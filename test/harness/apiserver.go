@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// APIServer is a `kubeboot apiserver` process.
+// APIServer is a `kubeboot apiserver` (or `kubeboot server`) process.
 type APIServer struct {
 	// DataDir is the process's --data-dir.
 	DataDir string
@@ -63,11 +63,38 @@ func StartReadyAPIServer(t testing.TB, timeout time.Duration, bin, dataDir strin
 	return s
 }
 
+// StartReadyServer is StartReadyAPIServer for `bin server`: the apiserver
+// with kube-controller-manager and kube-scheduler in one process.
+func StartReadyServer(t testing.TB, timeout time.Duration, bin, dataDir string, args ...string) *APIServer {
+	t.Helper()
+	s, err := startCommand(bin, "server", dataDir, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Kill()
+		if t.Failed() {
+			t.Logf("logs of the server in %s:\n%s", dataDir, s.Logs())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // Start starts `bin apiserver --data-dir dataDir args...`; the caller
 // stops it (StartAPIServer is the same for a test, which stops it itself).
 func Start(bin, dataDir string, args ...string) (*APIServer, error) {
+	return startCommand(bin, "apiserver", dataDir, args...)
+}
+
+// startCommand starts `bin command --data-dir dataDir args...`.
+func startCommand(bin, command, dataDir string, args ...string) (*APIServer, error) {
 	s := &APIServer{DataDir: dataDir, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, append([]string{"apiserver", "--data-dir", dataDir}, args...)...)
+	s.cmd = exec.Command(bin, append([]string{command, "--data-dir", dataDir}, args...)...)
 	s.cmd.Stdout = s.writer()
 	s.cmd.Stderr = s.writer()
 	if err := s.cmd.Start(); err != nil {
@@ -106,7 +133,8 @@ func (s *APIServer) Exited() <-chan struct{} { return s.exited }
 // ExitErr is the process's exit error (nil for exit 0), once Exited.
 func (s *APIServer) ExitErr() error { return s.err }
 
-// Kill sends SIGKILL and waits for the process to exit.
+// Kill sends SIGKILL and waits for the process to exit (at once if it
+// has).
 func (s *APIServer) Kill() {
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited

@@ -1,0 +1,342 @@
+// Package server tests `kubeboot server` end to end: the built binary runs
+// the apiserver with kube-controller-manager and kube-scheduler in one
+// process, and a test node stands in for a kubelet.
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+// startServer starts `kubeboot server` on a free port with a fresh data
+// dir and returns it with an admin client.
+func startServer(t *testing.T, args ...string) (*harness.APIServer, kubernetes.Interface) {
+	t.Helper()
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := harness.StartReadyServer(t, time.Minute, bin, filepath.Join(t.TempDir(), "data"),
+		append([]string{"--bind-address", "127.0.0.1", "--secure-port", "0", "--service-cluster-ip-range", "10.96.0.0/16"}, args...)...)
+	return srv, srv.MustClient(t)
+}
+
+// eventually polls cond every 100ms until it holds, failing the test
+// with what it last said after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, state := cond(ctx)
+		last = state
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+	}
+}
+
+// kubectl runs kubectl against srv and returns its stdout.
+func kubectl(t *testing.T, srv *harness.APIServer, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kubectl is not installed")
+		}
+		t.Skip("kubectl is not installed")
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(path, append([]string{"--kubeconfig", filepath.Join(srv.DataDir, "admin.kubeconfig")}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+func newNamespace(t *testing.T, client kubernetes.Interface, name string) {
+	t.Helper()
+	if _, err := client.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func podsOf(ctx context.Context, client kubernetes.Interface, ns string, selector map[string]string) ([]corev1.Pod, error) {
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// TestServerControllers checks the visible effect of the controllers and
+// the scheduler of one `kubeboot server`, each in a namespace of its own.
+func TestServerControllers(t *testing.T) {
+	srv, client := startServer(t)
+	startNode(t, client, "node-a")
+	ctx := context.Background()
+
+	t.Run("a new namespace gets its default ServiceAccount and root CA", func(t *testing.T) {
+		newNamespace(t, client, "fresh")
+		ca, err := os.ReadFile(filepath.Join(srv.DataDir, "pki", "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "default ServiceAccount and kube-root-ca.crt", func(ctx context.Context) (bool, string) {
+			_, saErr := client.CoreV1().ServiceAccounts("fresh").Get(ctx, "default", metav1.GetOptions{})
+			cm, cmErr := client.CoreV1().ConfigMaps("fresh").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+			if saErr != nil || cmErr != nil {
+				return false, fmt.Sprintf("serviceaccount: %v, configmap: %v", saErr, cmErr)
+			}
+			return cm.Data["ca.crt"] == string(ca), "kube-root-ca.crt is not the cluster CA"
+		})
+	})
+
+	t.Run("a Deployment's Pods are created and bound to the node", func(t *testing.T) {
+		newNamespace(t, client, "deploy")
+		kubectl(t, srv, "create", "deployment", "web", "-n", "deploy", "--image=nginx", "--replicas=3")
+		eventually(t, 30*time.Second, "3 Pods bound to node-a", func(ctx context.Context) (bool, string) {
+			pods, err := podsOf(ctx, client, "deploy", map[string]string{"app": "web"})
+			if err != nil {
+				return false, err.Error()
+			}
+			var bound []string
+			for _, p := range pods {
+				if p.Spec.NodeName == "node-a" {
+					bound = append(bound, p.Name)
+				}
+			}
+			return len(pods) == 3 && len(bound) == 3, fmt.Sprintf("%d Pods, bound: %v", len(pods), bound)
+		})
+		rs, err := client.AppsV1().ReplicaSets("deploy").List(ctx, metav1.ListOptions{})
+		if err != nil || len(rs.Items) != 1 || rs.Items[0].OwnerReferences[0].Name != "web" {
+			t.Fatalf("ReplicaSets of the Deployment: %v, %v", rs, err)
+		}
+	})
+
+	t.Run("an unschedulable Pod is reported", func(t *testing.T) {
+		newNamespace(t, client, "unsched")
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "nowhere"},
+			Spec: corev1.PodSpec{NodeSelector: map[string]string{"disk": "ssd"},
+				Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+		}
+		if _, err := client.CoreV1().Pods("unsched").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "PodScheduled=False, Unschedulable, and a FailedScheduling Event", func(ctx context.Context) (bool, string) {
+			p, err := client.CoreV1().Pods("unsched").Get(ctx, "nowhere", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var cond *corev1.PodCondition
+			for i, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled {
+					cond = &p.Status.Conditions[i]
+				}
+			}
+			events, err := client.CoreV1().Events("unsched").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var reasons []string
+			for _, e := range events.Items {
+				reasons = append(reasons, e.Reason+": "+e.Message)
+			}
+			return cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable &&
+					slices.ContainsFunc(reasons, func(r string) bool {
+						return strings.HasPrefix(r, "FailedScheduling: ") && strings.Contains(r, "didn't match Pod's node affinity/selector")
+					}),
+				fmt.Sprintf("condition %+v, events %q", cond, reasons)
+		})
+	})
+
+	t.Run("garbage collection, background", func(t *testing.T) {
+		newNamespace(t, client, "gc-background")
+		rs := replicaSet("gc-background", "owner", 2)
+		created, err := client.AppsV1().ReplicaSets("gc-background").Create(ctx, rs, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPods(t, client, "gc-background", created.Spec.Selector.MatchLabels, 2)
+		if err := client.AppsV1().ReplicaSets("gc-background").Delete(ctx, "owner", metav1.DeleteOptions{
+			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+			t.Fatal(err)
+		}
+		waitPods(t, client, "gc-background", created.Spec.Selector.MatchLabels, 0)
+	})
+
+	t.Run("garbage collection, foreground", func(t *testing.T) {
+		newNamespace(t, client, "gc-foreground")
+		rs := replicaSet("gc-foreground", "owner", 2)
+		created, err := client.AppsV1().ReplicaSets("gc-foreground").Create(ctx, rs, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPods(t, client, "gc-foreground", created.Spec.Selector.MatchLabels, 2)
+		if err := client.AppsV1().ReplicaSets("gc-foreground").Delete(ctx, "owner", metav1.DeleteOptions{
+			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+			t.Fatal(err)
+		}
+		// The owner waits, with the foreground finalizer, for its
+		// dependents; then it goes too.
+		got, err := client.AppsV1().ReplicaSets("gc-foreground").Get(ctx, "owner", metav1.GetOptions{})
+		if err == nil && (got.DeletionTimestamp == nil || !slices.Contains(got.Finalizers, metav1.FinalizerDeleteDependents)) {
+			t.Errorf("owner right after a foreground delete: deletionTimestamp %v, finalizers %v", got.DeletionTimestamp, got.Finalizers)
+		}
+		waitPods(t, client, "gc-foreground", created.Spec.Selector.MatchLabels, 0)
+		eventually(t, 30*time.Second, "the owner deleted after its dependents", func(ctx context.Context) (bool, string) {
+			_, err := client.AppsV1().ReplicaSets("gc-foreground").Get(ctx, "owner", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+	})
+
+	t.Run("garbage collection, orphan", func(t *testing.T) {
+		newNamespace(t, client, "gc-orphan")
+		rs := replicaSet("gc-orphan", "owner", 2)
+		created, err := client.AppsV1().ReplicaSets("gc-orphan").Create(ctx, rs, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPods(t, client, "gc-orphan", created.Spec.Selector.MatchLabels, 2)
+		if err := client.AppsV1().ReplicaSets("gc-orphan").Delete(ctx, "owner", metav1.DeleteOptions{
+			PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the owner deleted and its Pods left without an owner", func(ctx context.Context) (bool, string) {
+			_, err := client.AppsV1().ReplicaSets("gc-orphan").Get(ctx, "owner", metav1.GetOptions{})
+			pods, perr := podsOf(ctx, client, "gc-orphan", created.Spec.Selector.MatchLabels)
+			if perr != nil {
+				return false, perr.Error()
+			}
+			owned := 0
+			for _, p := range pods {
+				owned += len(p.OwnerReferences)
+			}
+			return apierrors.IsNotFound(err) && len(pods) == 2 && owned == 0, fmt.Sprintf("owner: %v, %d Pods, %d owner references", err, len(pods), owned)
+		})
+	})
+
+	t.Run("a namespace with content is deleted", func(t *testing.T) {
+		newNamespace(t, client, "doomed")
+		if _, err := client.CoreV1().ConfigMaps("doomed").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.AppsV1().ReplicaSets("doomed").Create(ctx, replicaSet("doomed", "rs", 1), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := client.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "namespace doomed gone", func(ctx context.Context) (bool, string) {
+			ns, err := client.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+			if err != nil {
+				return apierrors.IsNotFound(err), err.Error()
+			}
+			return false, fmt.Sprintf("phase %s, conditions %v", ns.Status.Phase, ns.Status.Conditions)
+		})
+	})
+
+	t.Run("the aggregated ClusterRoles have rules", func(t *testing.T) {
+		eventually(t, 30*time.Second, "admin, edit and view aggregated", func(ctx context.Context) (bool, string) {
+			for _, name := range []string{"admin", "edit", "view"} {
+				r, err := client.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
+				if err != nil || len(r.Rules) == 0 {
+					return false, fmt.Sprintf("%s: %v, %d rules", name, err, len(r.Rules))
+				}
+			}
+			return true, ""
+		})
+	})
+}
+
+// TestServerStopsCleanly sends SIGTERM: the process exits 0, and the
+// components released their leader leases first, through the apiserver
+// that still served them.
+func TestServerStopsCleanly(t *testing.T) {
+	srv, client := startServer(t)
+	ctx := context.Background()
+	eventually(t, 30*time.Second, "both components lead", func(ctx context.Context) (bool, string) {
+		var holders []string
+		for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+			l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+				return false, fmt.Sprintf("%s: %v", name, err)
+			}
+			holders = append(holders, *l.Spec.HolderIdentity)
+		}
+		return true, strings.Join(holders, ",")
+	})
+	if err := srv.Terminate(30 * time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+
+	// The data is still there: read it with a fresh apiserver alone.
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := harness.StartReadyAPIServer(t, time.Minute, bin, srv.DataDir, "--bind-address", "127.0.0.1", "--secure-port", "0",
+		"--service-cluster-ip-range", "10.96.0.0/16")
+	client = again.MustClient(t)
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+			t.Errorf("lease %s still held by %s after a clean stop", name, *h)
+		}
+	}
+}
+
+func replicaSet(ns, name string, replicas int32) *appsv1.ReplicaSet {
+	labels := map[string]string{"owner": ns + "-" + name}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+			},
+		},
+	}
+}
+
+// waitPods waits until the Pods selector selects in ns are n.
+func waitPods(t *testing.T, client kubernetes.Interface, ns string, selector map[string]string, n int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d Pods in %s", n, ns), func(ctx context.Context) (bool, string) {
+		pods, err := podsOf(ctx, client, ns, selector)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods) == n, fmt.Sprintf("%d Pods", len(pods))
+	})
+}
