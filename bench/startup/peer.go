@@ -19,28 +19,44 @@ import (
 )
 
 // The peer is what kubeboot replaces: kube-apiserver 1.37.2 and etcd 3.7.3,
-// two processes, both built from this module's graph.
+// two processes, and with -server kube-controller-manager and
+// kube-scheduler 1.37.2 too, all built from this module's graph.
 
-// buildPeer builds kube-apiserver and etcd into dir.
-func buildPeer(ctx context.Context, dir string) (apiserver, etcd string, err error) {
-	apiserver, etcd = filepath.Join(dir, "kube-apiserver"), filepath.Join(dir, "etcd")
-	for _, b := range []struct{ out, pkg string }{
-		{apiserver, "k8s.io/kubernetes/cmd/kube-apiserver"},
-		{etcd, "go.etcd.io/etcd/server/v3"},
-	} {
-		fmt.Fprintf(os.Stderr, "building %s ...\n", b.pkg)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
+// buildPeer builds what the peer runs into dir and sets the binaries the
+// flags did not name.
+func (b *bench) buildPeer(ctx context.Context, dir string) error {
+	type build struct {
+		out *string
+		pkg string
+	}
+	builds := []build{
+		{&b.peerBin, "k8s.io/kubernetes/cmd/kube-apiserver"},
+		{&b.etcdBin, "go.etcd.io/etcd/server/v3"},
+	}
+	if b.server {
+		builds = append(builds, build{&b.controllerManagerBin, "k8s.io/kubernetes/cmd/kube-controller-manager"},
+			build{&b.schedulerBin, "k8s.io/kubernetes/cmd/kube-scheduler"})
+	}
+	for _, x := range builds {
+		if *x.out != "" {
+			continue
+		}
+		*x.out = filepath.Join(dir, filepath.Base(x.pkg))
+		fmt.Fprintf(os.Stderr, "building %s ...\n", x.pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", *x.out, x.pkg)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return "", "", fmt.Errorf("go build %s: %w", b.pkg, err)
+			return fmt.Errorf("go build %s: %w", x.pkg, err)
 		}
 	}
-	return apiserver, etcd, nil
+	return nil
 }
 
-// peer is one running kube-apiserver and its etcd.
+// peer is one running kube-apiserver and its etcd, and with -server its
+// controller manager and scheduler.
 type peer struct {
 	apiserver, etcd *server
+	components      []*server
 }
 
 // startPeerReady starts etcd and kube-apiserver on dir (files are created
@@ -50,6 +66,10 @@ type peer struct {
 func (b *bench) startPeerReady(ctx context.Context, dir string, took *time.Duration) (*peer, error) {
 	saKey, err := ensurePeerKey(dir)
 	if err != nil {
+		return nil, err
+	}
+	tokenFile := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(peerTokenFile), 0o600); err != nil {
 		return nil, err
 	}
 	ports, err := freePorts(3)
@@ -75,6 +95,7 @@ func (b *bench) startPeerReady(ctx context.Context, dir string, took *time.Durat
 		"--authorization-mode", "Node,RBAC",
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
+		"--token-auth-file", tokenFile,
 		// Its endpoints would be a loopback address, which Endpoints refuse.
 		"--endpoint-reconciler-type", "none")
 	if err != nil {
@@ -82,9 +103,19 @@ func (b *bench) startPeerReady(ctx context.Context, dir string, took *time.Durat
 		return nil, err
 	}
 	p := &peer{apiserver: apiSrv, etcd: etcdSrv}
-	// Both processes are the control plane: time from the first exec.
+	url := "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	if b.server {
+		cm, sched, err := b.startPeerComponents(dir, url, saKey)
+		if err != nil {
+			p.stop()
+			return nil, err
+		}
+		p.components = []*server{cm, sched}
+		apiSrv.leading = leading(peerAdmin(url), etcdSrv.started)
+	}
+	// The processes are the control plane: time from the first exec.
 	apiSrv.started = etcdSrv.started
-	apiSrv.log.announce("https://127.0.0.1:" + strconv.Itoa(ports[2]))
+	apiSrv.log.announce(url)
 	if *took, err = b.waitReady(ctx, apiSrv); err != nil {
 		p.stop()
 		return nil, err
@@ -92,19 +123,26 @@ func (b *bench) startPeerReady(ctx context.Context, dir string, took *time.Durat
 	return p, nil
 }
 
-// memory is the resident memory of both processes.
+// memory is the resident memory of all its processes.
 func (p *peer) memory() (memory, error) {
-	a, err := residentMemory(p.apiserver.cmd.Process.Pid)
-	if err != nil {
-		return a, err
+	var sum memory
+	for _, s := range append([]*server{p.apiserver, p.etcd}, p.components...) {
+		m, err := residentMemory(s.cmd.Process.Pid)
+		if err != nil {
+			return sum, err
+		}
+		sum = memory{rss: sum.rss + m.rss, anon: sum.anon + m.anon, file: sum.file + m.file}
 	}
-	e, err := residentMemory(p.etcd.cmd.Process.Pid)
-	return memory{rss: a.rss + e.rss, anon: a.anon + e.anon, file: a.file + e.file}, err
+	return sum, nil
 }
 
-// stop stops kube-apiserver, then etcd. Unlike kubeboot's, their exit
-// codes are not held against them: the figures are what is compared.
+// stop stops the controller manager and scheduler, kube-apiserver, then
+// etcd. Unlike kubeboot's, their exit codes are not held against them:
+// the figures are what is compared.
 func (p *peer) stop() {
+	for _, c := range p.components {
+		_ = c.stop()
+	}
 	_ = p.apiserver.stop()
 	_ = p.etcd.stop()
 }

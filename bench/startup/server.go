@@ -27,8 +27,9 @@ const (
 	killAfter = 10 * time.Second
 	// tailLines is how many stderr lines a failure report shows.
 	tailLines = 20
-	// servingPrefix starts the stderr line that announces the URL.
-	servingPrefix = "kubeboot apiserver serving on "
+	// servingPrefix and servingInfix frame the command's name in the
+	// stderr line that announces the URL ("kubeboot server serving on ...").
+	servingPrefix, servingInfix = "kubeboot ", " serving on "
 )
 
 // server is a running kubeboot process.
@@ -36,6 +37,9 @@ type server struct {
 	cmd     *exec.Cmd
 	started time.Time // just before exec
 	log     *logTail
+	// leading, when set, must also hold for the server to be ready: the
+	// controller manager and scheduler lead (-server).
+	leading func(context.Context) bool
 
 	done    chan struct{} // closed once the process exited and stderr is drained
 	waitErr error         // cmd.Wait's result, set before done is closed
@@ -123,7 +127,7 @@ func (b *bench) waitReady(ctx context.Context, s *server) (time.Duration, error)
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
-		if at, ok := b.probe(ctx, url+"/readyz"); ok {
+		if at, ok := b.probe(ctx, url+"/readyz"); ok && (s.leading == nil || s.leading(ctx)) {
 			return at.Sub(s.started), nil
 		}
 	}
@@ -212,9 +216,11 @@ func (l *logTail) Write(p []byte) (int, error) {
 }
 
 func (l *logTail) line(s string) {
-	if u, ok := strings.CutPrefix(s, servingPrefix); ok && !l.found {
-		l.found = true
-		l.url <- strings.TrimSpace(u)
+	if rest, ok := strings.CutPrefix(s, servingPrefix); ok && !l.found {
+		if _, u, ok := strings.Cut(rest, servingInfix); ok {
+			l.found = true
+			l.url <- strings.TrimSpace(u)
+		}
 	}
 	if len(l.lines) == tailLines {
 		l.lines = l.lines[1:]
