@@ -59,12 +59,13 @@ type bench struct {
 	peer    bool
 	peerBin string
 	etcdBin string
+	runs    int
+	settle  time.Duration
+	timeout time.Duration
+	tmpDir  string
+
 	// controllerManagerBin and schedulerBin are the peer's with -server.
 	controllerManagerBin, schedulerBin string
-	runs                               int
-	settle                             time.Duration
-	timeout                            time.Duration
-	tmpDir                             string
 
 	// client is reused for every probe so that polling costs one TLS
 	// handshake per server process, not one per request.
