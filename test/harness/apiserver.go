@@ -54,27 +54,29 @@ func StartAPIServer(t testing.TB, bin, dataDir string, args ...string) *APIServe
 // /readyz 200; it fails the test if the server is not ready by then.
 func StartReadyAPIServer(t testing.TB, timeout time.Duration, bin, dataDir string, args ...string) *APIServer {
 	t.Helper()
-	s := StartAPIServer(t, bin, dataDir, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := s.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return StartReady(t, timeout, bin, "apiserver", dataDir, args...)
 }
 
 // StartReadyServer is StartReadyAPIServer for `bin server`: the apiserver
 // with kube-controller-manager and kube-scheduler in one process.
 func StartReadyServer(t testing.TB, timeout time.Duration, bin, dataDir string, args ...string) *APIServer {
 	t.Helper()
-	s, err := startCommand(bin, "server", dataDir, args...)
+	return StartReady(t, timeout, bin, "server", dataDir, args...)
+}
+
+// StartReady starts `bin command --data-dir dataDir args...` (command is
+// apiserver or server) and waits up to timeout for /readyz 200; the
+// process is killed when the test ends if it is still running.
+func StartReady(t testing.TB, timeout time.Duration, bin, command, dataDir string, args ...string) *APIServer {
+	t.Helper()
+	s, err := startCommand(bin, command, dataDir, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		s.Kill()
 		if t.Failed() {
-			t.Logf("logs of the server in %s:\n%s", dataDir, s.Logs())
+			t.Logf("logs of the %s in %s:\n%s", command, dataDir, s.Logs())
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -32,6 +32,10 @@ func Addrs(idx ...int) []string {
 // Cluster is n apiserver processes sharing one CA and one etcd, each bound
 // to Addr(i):6443 (so it must run inside InNetNS with those addresses).
 type Cluster struct {
+	// Command is the kubeboot command each process runs: apiserver (the
+	// default) or server.
+	Command string
+
 	t       testing.TB
 	bin     string
 	etcdURL []string
@@ -67,7 +71,7 @@ func NewClusterOn(t testing.TB, n int, endpoints []string, extra ...string) *Clu
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	c := &Cluster{t: t, bin: bin, etcdURL: endpoints, args: extra, servers: make([]*APIServer, n)}
+	c := &Cluster{Command: "apiserver", t: t, bin: bin, etcdURL: endpoints, args: extra, servers: make([]*APIServer, n)}
 	for i := 0; i < n; i++ {
 		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("apiserver-%d", i)))
 	}
@@ -88,7 +92,7 @@ func (c *Cluster) Start(i int) *APIServer {
 		"--etcd-servers", joinComma(c.etcdURL),
 		"--service-cluster-ip-range", "10.96.0.0/16",
 	}, c.args...)
-	s := StartReadyAPIServer(c.t, time.Minute, c.bin, c.dirs[i], args...)
+	s := StartReady(c.t, time.Minute, c.bin, c.Command, c.dirs[i], args...)
 	c.servers[i] = s
 	return s
 }

@@ -15,7 +15,7 @@ import (
 // controllerManagerFlags are the kube-controller-manager flags `kubeboot
 // server` has under their own names: what users of a small cluster tune.
 // The rest go through --controller-manager-arg. The leader election flags
-// are the scheduler's too.
+// are the scheduler's too (sharedLeaderElectionFlags).
 var controllerManagerFlags = []string{
 	"controllers", "leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
 	"allocate-node-cidrs", "cluster-cidr", "node-cidr-mask-size", "node-cidr-mask-size-ipv4", "node-cidr-mask-size-ipv6",
@@ -45,7 +45,14 @@ type Server struct {
 	ControllerManagerArgs, SchedulerArgs []string
 
 	controllerManagerFlags, schedulerFlags *pflag.FlagSet
+	// flags is the command's flag set, whose shared leader election flags
+	// Validate gives the scheduler too.
+	flags *pflag.FlagSet
 }
+
+// sharedLeaderElectionFlags are kube-controller-manager's flags that
+// `kubeboot server` applies to kube-scheduler as well.
+var sharedLeaderElectionFlags = []string{"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period"}
 
 // NewServer returns the flag defaults.
 func NewServer() (*Server, error) {
@@ -74,6 +81,7 @@ func flagSet(name string, sets map[string]*pflag.FlagSet) *pflag.FlagSet {
 
 // AddFlags registers the flags on fs.
 func (o *Server) AddFlags(fs *pflag.FlagSet) {
+	o.flags = fs
 	o.APIServer.AddFlags(fs)
 	for _, name := range controllerManagerFlags {
 		f := *o.controllerManagerFlags.Lookup(name)
@@ -107,6 +115,17 @@ func (o *Server) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %q is not a flag (want --name=value)", c.flag, c.fs.Args()))
 		}
 	}
+	// The shared leader election flags set on the command line are set on
+	// the scheduler's own, so that they override its --config file as its
+	// command line would.
+	schedulerElection := o.Scheduler.Flags.FlagSet("leader election")
+	for _, name := range sharedLeaderElectionFlags {
+		if o.flags != nil && o.flags.Changed(name) {
+			if err := schedulerElection.Set(name, o.flags.Lookup(name).Value.String()); err != nil {
+				errs = append(errs, fmt.Errorf("--%s: %w", name, err))
+			}
+		}
+	}
 	// The components' feature gates and emulated version, from the flags
 	// just parsed (what their binaries do before anything else).
 	if err := o.ControllerManager.ComponentGlobalsRegistry.Set(); err != nil {
@@ -117,16 +136,10 @@ func (o *Server) Validate() error {
 
 // Config returns the control plane configuration the flags describe:
 // the apiserver's, with kube-controller-manager and kube-scheduler in the
-// process. The scheduler takes the leader election settings of the
-// shared flags.
+// process.
 func (o *Server) Config() controlplane.Config {
 	c := o.APIServer.Config()
 	c.ControllerManager = o.ControllerManager
-	le := o.ControllerManager.Generic.LeaderElection
-	sched := *o.Scheduler
-	sle := *sched.LeaderElection
-	sle.LeaderElect, sle.LeaseDuration, sle.RenewDeadline, sle.RetryPeriod = le.LeaderElect, le.LeaseDuration, le.RenewDeadline, le.RetryPeriod
-	sched.LeaderElection = &sle
-	c.Scheduler = &sched
+	c.Scheduler = o.Scheduler
 	return c
 }
