@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/klog/v2"
+	"k8s.io/client-go/rest"
 	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
 	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
@@ -81,34 +81,44 @@ func (cc *completedConfig) garbageCollection() bool {
 }
 
 // runComponents runs the in-process components until ctx is done and
-// returns once they have all stopped. An error that keeps one from
-// starting is logged; the apiserver keeps serving.
-func (s *Server) runComponents(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	var wg sync.WaitGroup
-	if opts := s.cfg.controllerManager; opts != nil {
-		client, err := s.api.ClientConfigFor(controllermanager.User)
-		if err != nil {
-			logger.Error(err, "kube-controller-manager not started")
-		} else {
-			wg.Go(func() {
-				if err := controllermanager.Run(ctx, opts, client); err != nil {
-					logger.Error(err, "kube-controller-manager stopped")
-				}
-			})
+// returns once they have all stopped. A component that cannot start, or
+// stops on its own (kube-controller-manager on a lost lease), sends its
+// error to failed: the server then stops, as that component's binary
+// would exit.
+func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
+	fail := func(err error) {
+		select {
+		case failed <- err:
+		default:
 		}
 	}
-	if opts := s.cfg.Scheduler; opts != nil {
-		client, err := s.api.ClientConfigFor(scheduler.User)
-		if err != nil {
-			logger.Error(err, "kube-scheduler not started")
-		} else {
-			wg.Go(func() {
-				if err := scheduler.Run(ctx, opts, client); err != nil {
-					logger.Error(err, "kube-scheduler stopped")
-				}
-			})
+	components := []struct {
+		enabled bool
+		user    string
+		run     func(context.Context, *rest.Config) error
+	}{
+		{s.cfg.controllerManager != nil, controllermanager.User, func(ctx context.Context, c *rest.Config) error {
+			return controllermanager.Run(ctx, s.cfg.controllerManager, c)
+		}},
+		{s.cfg.Scheduler != nil, scheduler.User, func(ctx context.Context, c *rest.Config) error {
+			return scheduler.Run(ctx, s.cfg.Scheduler, c)
+		}},
+	}
+	var wg sync.WaitGroup
+	for _, c := range components {
+		if !c.enabled {
+			continue
 		}
+		client, err := s.api.ClientConfigFor(c.user)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		wg.Go(func() {
+			if err := c.run(ctx, client); err != nil && ctx.Err() == nil {
+				fail(err)
+			}
+		})
 	}
 	wg.Wait()
 }

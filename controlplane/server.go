@@ -171,18 +171,21 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // The in-process components (Config.ControllerManager, Config.Scheduler)
 // start once the server is ready and stop first, while the apiserver
 // still serves their last requests (lease releases); then the apiserver
-// drains. It returns nil after a clean shutdown.
+// drains. It returns nil after a clean shutdown. A component that fails
+// or stops on its own (kube-controller-manager on a lost leader lease)
+// shuts the server down the same way, and Run returns its error.
 func (s *Server) Run(ctx context.Context) error {
 	s.ran = true
 	defer s.close()
 	logger := klog.FromContext(ctx)
 	componentsCtx, stopComponents := context.WithCancel(ctx)
 	componentsDone := make(chan struct{})
+	componentFailed := make(chan error, 1)
 	go func() {
 		defer close(componentsDone)
 		select {
 		case <-s.ready:
-			s.runComponents(componentsCtx)
+			s.runComponents(componentsCtx, componentFailed)
 		case <-componentsCtx.Done():
 		}
 	}()
@@ -215,6 +218,15 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	case err := <-etcdErr:
 		return fmt.Errorf("embedded etcd failed: %w", err)
+	case err := <-componentFailed:
+		// As its binary would exit: the other components stop, then the
+		// apiserver drains.
+		logger.Error(err, "Stopping the server")
+		stopComponents()
+		waitComponents(logger, componentsDone)
+		stopAPI()
+		<-errCh
+		return err
 	}
 }
 

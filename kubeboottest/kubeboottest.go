@@ -49,6 +49,17 @@ type Options struct {
 	// StartTimeout bounds the wait for readiness. Default:
 	// DefaultStartTimeout.
 	StartTimeout time.Duration
+	// Controllers are kube-controller-manager controllers to run in the
+	// test's process against this server, by name or alias, as its
+	// --controllers flag takes them: "garbage-collector-controller"
+	// ("garbagecollector") for cascading deletion (foreground, background
+	// and orphan), "namespace-controller" ("namespace") for namespaces that
+	// finish deleting, "*" for every controller kube-controller-manager
+	// runs by default, ... Each controller acts as its own service account
+	// in kube-system, as in a kubeadm cluster. Default: none; deleted
+	// namespaces are still emptied and removed by the server itself, and
+	// owned objects outlive their owners.
+	Controllers []string
 	// Configure, if set, adjusts the control plane configuration last, for
 	// anything the fields above do not cover.
 	Configure func(*controlplane.Config)
@@ -109,6 +120,16 @@ func StartServer(opts Options, tempDir func() string) (*Server, error) {
 	}
 	if cfg.BindAddress == nil {
 		cfg.BindAddress = net.IPv4(127, 0, 0, 1)
+	}
+	if len(opts.Controllers) > 0 {
+		cm, err := controlplane.NewControllerManagerOptions()
+		if err != nil {
+			return nil, err
+		}
+		cm.Generic.Controllers = opts.Controllers
+		// No lease: the test's servers each run their controllers.
+		cm.Generic.LeaderElection.LeaderElect = false
+		cfg.ControllerManager = cm
 	}
 	if opts.Configure != nil {
 		opts.Configure(&cfg)

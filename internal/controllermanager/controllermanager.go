@@ -10,26 +10,32 @@
 //     serves.
 //   - Logging, feature gates and signals belong to the process: Run
 //     neither configures logging nor installs a signal handler.
-//   - A lost leader lease stops its controllers and Run campaigns again,
-//     where the binary exits for its supervisor to restart it; the
-//     apiserver in the same process keeps serving.
+//   - A lost leader lease stops its controllers and Run returns an error,
+//     where the binary exits at once: the caller stops its other servers
+//     gracefully (the apiserver drains) before the process exits.
+//   - Without leader election the controllers run directly, with nothing
+//     registered process-wide, so that several control planes in one
+//     process (tests) can each run theirs.
 package controllermanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/component-base/configz"
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	cmconfig "k8s.io/controller-manager/config"
+	"k8s.io/controller-manager/pkg/clientbuilder"
 	cmfeatures "k8s.io/controller-manager/pkg/features"
 	"k8s.io/klog/v2"
 	cmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
@@ -42,10 +48,6 @@ import (
 // clusters (its client certificate's common name); the RBAC bootstrap
 // policy binds system:kube-controller-manager to it.
 const User = "system:kube-controller-manager"
-
-// relaunchDelay is how long Run waits before campaigning again after the
-// controllers stopped on a lost lease (or failed).
-const relaunchDelay = time.Second
 
 // NewOptions returns kube-controller-manager's options with the defaults
 // of running inside kubeboot: no port of its own, and one service account
@@ -71,10 +73,25 @@ func Validate(opts *cmoptions.KubeControllerManagerOptions) error {
 
 // Run runs kube-controller-manager with opts until ctx is done, its
 // clients built from client (which authenticates as User). With leader
-// election, the lease is released when ctx is done, and after a lost
-// lease Run campaigns again. It returns nil once ctx is done and the
-// controllers have stopped, or the error that kept them from starting.
+// election (--leader-elect, the default) it is upstream's Run: the lease
+// is released when ctx is done, and a lost lease stops the controllers
+// and Run returns ErrStopped. Without, the controllers opts enable run directly, as upstream's
+// do without election, except that nothing is registered process-wide
+// (configz), so several control planes in one process (tests) can each
+// run theirs, and that the legacy serviceaccount-token-controller, which
+// upstream's Run adds itself, does not run. It returns nil once ctx is
+// done and the controllers have stopped, or the error that kept them from
+// starting.
 func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, client *rest.Config) error {
+	logger := klog.FromContext(ctx).WithName("kube-controller-manager")
+	ctx = klog.NewContext(ctx, logger)
+	if !opts.Generic.LeaderElection.LeaderElect {
+		c, err := config(ctx, opts, client)
+		if err != nil {
+			return err
+		}
+		return runControllers(ctx, c.Complete())
+	}
 	// Without this (alpha) gate a lost lease exits the process; with it
 	// the controllers stop and the lease is released on the way out.
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
@@ -82,25 +99,68 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 	}); err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
-	logger := klog.FromContext(ctx).WithName("kube-controller-manager")
-	ctx = klog.NewContext(ctx, logger)
-	for {
-		c, err := config(ctx, opts, client)
-		if err != nil {
-			return err
-		}
-		err = cmapp.Run(ctx, c.Complete())
-		if ctx.Err() != nil {
-			return nil
-		}
-		logger.Error(err, "Controllers stopped; campaigning for the lease again", "after", relaunchDelay)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(relaunchDelay):
-		}
+	c, err := config(ctx, opts, client)
+	if err != nil {
+		return err
 	}
+	err = cmapp.Run(ctx, c.Complete())
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", ErrStopped, err)
 }
+
+// ErrStopped is Run's error when kube-controller-manager stopped before
+// it was asked to, on a lost leader lease: it cannot start again in the
+// same process (upstream's controller context registers a process-wide
+// informer name that it never releases), so its process should stop, as
+// the kube-controller-manager binary does, for its supervisor to restart
+// it.
+var ErrStopped = errors.New("kube-controller-manager stopped (leader lease lost)")
+
+// runControllers builds and runs the controllers c enables until ctx is
+// done, as upstream's Run does once it leads.
+func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
+	c.EventBroadcaster.StartStructuredLogging(0)
+	c.EventBroadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Client.CoreV1().Events("")})
+	defer c.EventBroadcaster.Shutdown()
+	root := clientbuilder.SimpleControllerClientBuilder{ClientConfig: c.Kubeconfig}
+	var builder clientbuilder.ControllerClientBuilder = root
+	if c.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
+		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), metav1.NamespaceSystem)
+	}
+	cctx, release, err := newControllerContext(ctx, c, root, builder)
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
+	defer release()
+	descriptors := cmapp.NewControllerDescriptors()
+	// Registered without its client builder: upstream's Run replaces it
+	// with one that has it, and without it the controller cannot be built.
+	delete(descriptors, names.ServiceAccountTokenController)
+	controllers, err := cmapp.BuildControllers(ctx, cctx, descriptors, nil, noHealthChecks{})
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
+	cctx.InformerFactory.Start(ctx.Done())
+	defer cctx.InformerFactory.Shutdown()
+	cctx.ObjectOrMetadataInformerFactory.Start(ctx.Done())
+	close(cctx.InformersStarted)
+	if len(controllers) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	if !cmapp.RunControllers(ctx, cctx, controllers, cmapp.ControllerStartJitter, c.ControllerShutdownTimeout) {
+		return errors.New("kube-controller-manager: controllers did not stop within --controller-shutdown-timeout")
+	}
+	return nil
+}
+
+// noHealthChecks drops the controllers' health checks: without a port of
+// its own nothing serves them.
+type noHealthChecks struct{}
+
+func (noHealthChecks) AddHealthChecker(...healthz.HealthChecker) {}
 
 // config is kube-controller-manager's configuration from opts, on
 // clients built from client.
@@ -127,8 +187,6 @@ func config(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, c
 	c.EventBroadcaster = record.NewBroadcaster(record.WithContext(ctx))
 	c.EventRecorder = c.EventBroadcaster.NewRecorder(clientgoscheme.Scheme,
 		corev1.EventSource{Component: cmoptions.KubeControllerManagerUserAgent})
-	// Registered by the previous run, if any.
-	configz.Delete(cmapp.ConfigzName)
 	return c, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeboot/kubeboot/test/harness"
@@ -339,4 +340,43 @@ func waitPods(t *testing.T, client kubernetes.Interface, ns string, selector map
 		}
 		return len(pods) == n, fmt.Sprintf("%d Pods", len(pods))
 	})
+}
+
+// TestServerStopsWhenTheControllerManagerLosesItsLease takes the
+// controller manager's lease away: the controller manager stops, and with
+// it, gracefully, the whole server, which exits non-zero naming the cause,
+// as the kube-controller-manager binary exits for its supervisor.
+func TestServerStopsWhenTheControllerManagerLosesItsLease(t *testing.T) {
+	srv, client := startServer(t, "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+		"--leader-elect-retry-period", "500ms")
+	eventually(t, 30*time.Second, "the controller manager leads", func(ctx context.Context) (bool, string) {
+		l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "kube-controller-manager", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", fmt.Sprint(err)
+	})
+	// Another holder, renewing far into the future.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), "kube-controller-manager", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = ptr.To("someone-else")
+		l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = client.CoordinationV1().Leases("kube-system").Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-srv.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server kept running after its controller manager lost the lease")
+	}
+	if srv.ExitErr() == nil {
+		t.Error("the server exited 0 after its controller manager lost the lease")
+	}
+	if logs := srv.Logs(); !strings.Contains(logs, "kube-controller-manager stopped (leader lease lost)") {
+		t.Errorf("the server's log does not say why it stopped:\n%s", logs[max(0, len(logs)-3000):])
+	}
 }

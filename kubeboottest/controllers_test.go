@@ -1,0 +1,76 @@
+package kubeboottest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// TestControllers runs the garbage collector and namespace controller for
+// two servers in this one process: in each, deleting an owner deletes its
+// dependent (foreground: the owner waits for it), and a namespace with
+// content finishes deleting.
+func TestControllers(t *testing.T) {
+	for i := range 2 {
+		t.Run(fmt.Sprintf("server %d", i), func(t *testing.T) {
+			t.Parallel()
+			srv := Start(t, Options{Controllers: []string{"garbagecollector", "namespace"}})
+			client := kubernetes.NewForConfigOrDie(srv.Config)
+			ctx := context.Background()
+			owner, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dependent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dependent", OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, BlockOwnerDeletion: ptr.To(true)}}}}
+			if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, dependent, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.CoreV1().ConfigMaps("default").Delete(ctx, "owner", metav1.DeleteOptions{
+				PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+				t.Fatal(err)
+			}
+			gone(t, "the owner and its dependent", func(ctx context.Context) error {
+				if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "dependent", metav1.GetOptions{}); err == nil || !apierrors.IsNotFound(err) {
+					return fmt.Errorf("dependent: %v", err)
+				}
+				_, err := client.CoreV1().ConfigMaps("default").Get(ctx, "owner", metav1.GetOptions{})
+				return err
+			})
+
+			if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.CoreV1().Secrets("doomed").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			gone(t, "namespace doomed", func(ctx context.Context) error {
+				_, err := client.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+				return err
+			})
+		})
+	}
+}
+
+// gone waits until get returns NotFound.
+func gone(t *testing.T, what string, get func(context.Context) error) {
+	t.Helper()
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = get(ctx)
+		return apierrors.IsNotFound(last), nil
+	}); err != nil {
+		t.Fatalf("%s not deleted: %v", what, last)
+	}
+}
