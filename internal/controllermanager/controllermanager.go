@@ -41,6 +41,8 @@ import (
 	cmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	kcmconfig "k8s.io/kubernetes/cmd/kube-controller-manager/app/config"
 	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+
+	"github.com/kubeboot/kubeboot/internal/loopback"
 	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 )
 
@@ -174,11 +176,7 @@ func config(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, c
 	if err != nil {
 		return nil, fmt.Errorf("kube-controller-manager: %w", err)
 	}
-	kubeconfig := rest.CopyConfig(client)
-	kubeconfig.DisableCompression = true
-	kubeconfig.AcceptContentTypes = c.Kubeconfig.AcceptContentTypes
-	kubeconfig.ContentType = c.Kubeconfig.ContentType
-	kubeconfig.QPS, kubeconfig.Burst = c.Kubeconfig.QPS, c.Kubeconfig.Burst
+	kubeconfig := loopback.WithClientSettings(client, c.Kubeconfig)
 	c.Kubeconfig = kubeconfig
 	c.Client, err = kubernetes.NewForConfig(rest.AddUserAgent(kubeconfig, cmoptions.KubeControllerManagerUserAgent))
 	if err != nil {

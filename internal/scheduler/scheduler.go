@@ -39,6 +39,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
+
+	"github.com/kubeboot/kubeboot/internal/loopback"
 )
 
 // User is the user kube-scheduler acts as, as in kubeadm's clusters; the
@@ -148,11 +150,7 @@ func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
 	}
-	kubeconfig := rest.CopyConfig(client)
-	kubeconfig.DisableCompression = true
-	kubeconfig.AcceptContentTypes = c.KubeConfig.AcceptContentTypes
-	kubeconfig.ContentType = c.KubeConfig.ContentType
-	kubeconfig.QPS, kubeconfig.Burst = c.KubeConfig.QPS, c.KubeConfig.Burst
+	kubeconfig := loopback.WithClientSettings(client, c.KubeConfig)
 	c.KubeConfig = kubeconfig
 	if c.Client, err = kubernetes.NewForConfig(rest.AddUserAgent(kubeconfig, "scheduler")); err != nil {
 		return nil, nil, nil, fmt.Errorf("kube-scheduler client: %w", err)

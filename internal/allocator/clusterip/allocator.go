@@ -578,14 +578,27 @@ func (a *Allocator) countAllocation(addr netip.Addr, h *hold, err error) {
 	}
 }
 
-// ipAddressSeen records an IPAddress the informer added or updated.
-func (a *Allocator) ipAddressSeen(obj any) {
+// ipAddressOf is the IPAddress an informer event carries (a deleted one's
+// from its tombstone) and its address, if it is of this family.
+func (a *Allocator) ipAddressOf(obj any) (*networkingv1.IPAddress, netip.Addr, bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
 	ip, ok := obj.(*networkingv1.IPAddress)
 	if !ok {
-		return
+		return nil, netip.Addr{}, false
 	}
 	addr, err := netip.ParseAddr(ip.Name)
 	if err != nil || !a.ours(addr) {
+		return nil, netip.Addr{}, false
+	}
+	return ip, addr, true
+}
+
+// ipAddressSeen records an IPAddress the informer added or updated.
+func (a *Allocator) ipAddressSeen(obj any) {
+	ip, addr, ok := a.ipAddressOf(obj)
+	if !ok {
 		return
 	}
 	a.mu.Lock()
@@ -601,15 +614,8 @@ func (a *Allocator) ipAddressSeen(obj any) {
 
 // ipAddressGone records an IPAddress the informer deleted.
 func (a *Allocator) ipAddressGone(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	ip, ok := obj.(*networkingv1.IPAddress)
+	ip, addr, ok := a.ipAddressOf(obj)
 	if !ok {
-		return
-	}
-	addr, err := netip.ParseAddr(ip.Name)
-	if err != nil || !a.ours(addr) {
 		return
 	}
 	a.mu.Lock()
