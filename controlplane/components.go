@@ -2,9 +2,15 @@ package controlplane
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"k8s.io/client-go/rest"
 	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
@@ -80,6 +86,36 @@ func (cc *completedConfig) garbageCollection() bool {
 	return cc.runsController(names.GarbageCollectorController)
 }
 
+// waitAuthorized waits until the server allows client the request attrs
+// describes. /readyz is 200 once the RBAC bootstrap policy is stored; the
+// authorizer sees it through an informer a moment later, and a component
+// that starts in between fails on its first request (its binary would
+// exit and be restarted).
+func waitAuthorized(ctx context.Context, client *rest.Config, attrs authorizationv1.ResourceAttributes) error {
+	c, err := kubernetes.NewForConfig(client)
+	if err != nil {
+		return err
+	}
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, authorizedTimeout, true, func(ctx context.Context) (bool, error) {
+		r, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = r.Status.Reason
+		return r.Status.Allowed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("not allowed to %s %s within %s: %s", attrs.Verb, attrs.Resource, authorizedTimeout, last)
+	}
+	return nil
+}
+
+// authorizedTimeout bounds waitAuthorized.
+const authorizedTimeout = time.Minute
+
 // runComponents runs the in-process components until ctx is done and
 // returns once they have all stopped. A component that cannot start, or
 // stops on its own (kube-controller-manager on a lost lease), sends its
@@ -95,14 +131,19 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 	components := []struct {
 		enabled bool
 		user    string
-		run     func(context.Context, *rest.Config) error
+		// needs is a request the component's RBAC role allows, and which
+		// it makes as soon as it starts.
+		needs authorizationv1.ResourceAttributes
+		run   func(context.Context, *rest.Config) error
 	}{
-		{s.cfg.controllerManager != nil, controllermanager.User, func(ctx context.Context, c *rest.Config) error {
-			return controllermanager.Run(ctx, s.cfg.controllerManager, c)
-		}},
-		{s.cfg.Scheduler != nil, scheduler.User, func(ctx context.Context, c *rest.Config) error {
-			return scheduler.Run(ctx, s.cfg.Scheduler, c)
-		}},
+		{s.cfg.controllerManager != nil, controllermanager.User,
+			authorizationv1.ResourceAttributes{Namespace: metav1.NamespaceSystem, Verb: "get", Resource: "serviceaccounts"},
+			func(ctx context.Context, c *rest.Config) error {
+				return controllermanager.Run(ctx, s.cfg.controllerManager, c)
+			}},
+		{s.cfg.Scheduler != nil, scheduler.User,
+			authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding"},
+			func(ctx context.Context, c *rest.Config) error { return scheduler.Run(ctx, s.cfg.Scheduler, c) }},
 	}
 	var wg sync.WaitGroup
 	for _, c := range components {
@@ -115,6 +156,12 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 			continue
 		}
 		wg.Go(func() {
+			if err := waitAuthorized(ctx, client, c.needs); err != nil {
+				if ctx.Err() == nil {
+					fail(fmt.Errorf("%s: %w", c.user, err))
+				}
+				return
+			}
 			if err := c.run(ctx, client); err != nil && ctx.Err() == nil {
 				fail(err)
 			}
