@@ -317,7 +317,10 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	destroy = append(destroy, crds.GenericAPIServer.Destroy)
+	// From here the chain destroys the backend (its compactor) with the
+	// rest, also after a normal stop, when it was left running before.
+	crds.GenericAPIServer.RegisterDestroyFunc(backend.Destroy)
+	destroy = append(destroy[:0], crds.GenericAPIServer.Destroy)
 
 	coreConfig := *gc
 	// The core server keeps the hooks the option groups added to gc (the
