@@ -176,39 +176,19 @@ func TestServerControllers(t *testing.T) {
 	})
 
 	t.Run("garbage collection, background", func(t *testing.T) {
-		newNamespace(t, client, "gc-background")
-		rs := replicaSet("gc-background", "owner", 2)
-		created, err := client.AppsV1().ReplicaSets("gc-background").Create(ctx, rs, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitPods(t, client, "gc-background", created.Spec.Selector.MatchLabels, 2)
-		if err := client.AppsV1().ReplicaSets("gc-background").Delete(ctx, "owner", metav1.DeleteOptions{
-			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
-			t.Fatal(err)
-		}
-		waitPods(t, client, "gc-background", created.Spec.Selector.MatchLabels, 0)
+		selector := deleteOwnerOfPods(t, client, "gc-background", metav1.DeletePropagationBackground)
+		waitPods(t, client, "gc-background", selector, 0)
 	})
 
 	t.Run("garbage collection, foreground", func(t *testing.T) {
-		newNamespace(t, client, "gc-foreground")
-		rs := replicaSet("gc-foreground", "owner", 2)
-		created, err := client.AppsV1().ReplicaSets("gc-foreground").Create(ctx, rs, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitPods(t, client, "gc-foreground", created.Spec.Selector.MatchLabels, 2)
-		if err := client.AppsV1().ReplicaSets("gc-foreground").Delete(ctx, "owner", metav1.DeleteOptions{
-			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
-			t.Fatal(err)
-		}
+		selector := deleteOwnerOfPods(t, client, "gc-foreground", metav1.DeletePropagationForeground)
 		// The owner waits, with the foreground finalizer, for its
 		// dependents; then it goes too.
 		got, err := client.AppsV1().ReplicaSets("gc-foreground").Get(ctx, "owner", metav1.GetOptions{})
 		if err == nil && (got.DeletionTimestamp == nil || !slices.Contains(got.Finalizers, metav1.FinalizerDeleteDependents)) {
 			t.Errorf("owner right after a foreground delete: deletionTimestamp %v, finalizers %v", got.DeletionTimestamp, got.Finalizers)
 		}
-		waitPods(t, client, "gc-foreground", created.Spec.Selector.MatchLabels, 0)
+		waitPods(t, client, "gc-foreground", selector, 0)
 		eventually(t, 30*time.Second, "the owner deleted after its dependents", func(ctx context.Context) (bool, string) {
 			_, err := client.AppsV1().ReplicaSets("gc-foreground").Get(ctx, "owner", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
@@ -216,20 +196,10 @@ func TestServerControllers(t *testing.T) {
 	})
 
 	t.Run("garbage collection, orphan", func(t *testing.T) {
-		newNamespace(t, client, "gc-orphan")
-		rs := replicaSet("gc-orphan", "owner", 2)
-		created, err := client.AppsV1().ReplicaSets("gc-orphan").Create(ctx, rs, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitPods(t, client, "gc-orphan", created.Spec.Selector.MatchLabels, 2)
-		if err := client.AppsV1().ReplicaSets("gc-orphan").Delete(ctx, "owner", metav1.DeleteOptions{
-			PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
-			t.Fatal(err)
-		}
+		selector := deleteOwnerOfPods(t, client, "gc-orphan", metav1.DeletePropagationOrphan)
 		eventually(t, 30*time.Second, "the owner deleted and its Pods left without an owner", func(ctx context.Context) (bool, string) {
 			_, err := client.AppsV1().ReplicaSets("gc-orphan").Get(ctx, "owner", metav1.GetOptions{})
-			pods, perr := podsOf(ctx, client, "gc-orphan", created.Spec.Selector.MatchLabels)
+			pods, perr := podsOf(ctx, client, "gc-orphan", selector)
 			if perr != nil {
 				return false, perr.Error()
 			}
@@ -328,6 +298,23 @@ func replicaSet(ns, name string, replicas int32) *appsv1.ReplicaSet {
 			},
 		},
 	}
+}
+
+// deleteOwnerOfPods creates namespace ns with a ReplicaSet "owner" of two
+// Pods, waits for them, deletes the owner with policy and returns the
+// Pods' selector.
+func deleteOwnerOfPods(t *testing.T, client kubernetes.Interface, ns string, policy metav1.DeletionPropagation) map[string]string {
+	t.Helper()
+	newNamespace(t, client, ns)
+	created, err := client.AppsV1().ReplicaSets(ns).Create(context.Background(), replicaSet(ns, "owner", 2), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPods(t, client, ns, created.Spec.Selector.MatchLabels, 2)
+	if err := client.AppsV1().ReplicaSets(ns).Delete(context.Background(), "owner", metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	return created.Spec.Selector.MatchLabels
 }
 
 // waitPods waits until the Pods selector selects in ns are n.

@@ -169,16 +169,9 @@ func (a *Allocator) HasSynced() bool {
 // ready ServiceCIDR has it, ErrNotInRange for a CIDR's network or
 // broadcast address, and ErrAllocated if it is taken or held.
 func (a *Allocator) Allocate(ip net.IP) error {
-	addr, err := a.addrOf(ip)
-	if err != nil {
-		return err
-	}
-	if !a.HasSynced() {
-		return ipallocator.ErrNotReady
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r, err := a.rangeOf(addr, ip)
+	addr, r, err := a.requested(ip)
 	if notInRange, ok := err.(*ipallocator.ErrNotInRange); ok {
 		allocator.ClusterIPAllocationErrors.WithLabelValues(notInRange.ValidRange, scopeStatic).Inc()
 	}
@@ -465,16 +458,9 @@ func (a *Allocator) DryRun() ipallocator.Interface { return dryRun{a} }
 type dryRun struct{ *Allocator }
 
 func (d dryRun) Allocate(ip net.IP) error {
-	addr, err := d.addrOf(ip)
-	if err != nil {
-		return err
-	}
-	if !d.HasSynced() {
-		return ipallocator.ErrNotReady
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, err = d.rangeOf(addr, ip)
+	_, _, err := d.requested(ip)
 	if !errors.Is(err, ipallocator.ErrMismatchedNetwork) {
 		return err
 	}
@@ -518,6 +504,20 @@ func (a *Allocator) addrOf(ip net.IP) (netip.Addr, error) {
 
 func (a *Allocator) ours(addr netip.Addr) bool {
 	return addr.Is4() == (a.family == api.IPv4Protocol)
+}
+
+// requested parses a requested IP and finds the ready range that can hand
+// it out (see rangeOf); a.mu is held.
+func (a *Allocator) requested(ip net.IP) (netip.Addr, cidrRange, error) {
+	addr, err := a.addrOf(ip)
+	if err != nil {
+		return addr, cidrRange{}, err
+	}
+	if !a.HasSynced() {
+		return addr, cidrRange{}, ipallocator.ErrNotReady
+	}
+	r, err := a.rangeOf(addr, ip)
+	return addr, r, err
 }
 
 // rangeOf returns a ready range that can hand out addr: ErrMismatchedNetwork
