@@ -264,7 +264,10 @@ func (o recordIPAddresses) GetRESTOptions(gr schema.GroupResource, example runti
 }
 
 // recordingServices is the Services storage: creates and updates store
-// the IPAddresses of the Service's held ClusterIPs first.
+// the IPAddresses of the Service's held ClusterIPs first; deletes and
+// updates that drop ClusterIPs tell the allocators, whose next Release of
+// those IPs is then the owner's (clusterip.Allocator.Release says why
+// that matters).
 type recordingServices struct {
 	storage.Interface
 	allocators clusterIPAllocators
@@ -283,6 +286,19 @@ func (s recordingServices) record(ctx context.Context, obj runtime.Object) error
 	return nil
 }
 
+// dropped tells the allocators that next was stored in place of prev (nil
+// next: prev was deleted).
+func (s recordingServices) dropped(prev, next runtime.Object) {
+	prevSvc, ok := prev.(*api.Service)
+	if !ok {
+		return
+	}
+	nextSvc, _ := next.(*api.Service)
+	for _, a := range s.allocators {
+		a.Dropped(prevSvc, nextSvc)
+	}
+}
+
 func (s recordingServices) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
 	if err := s.record(ctx, obj); err != nil {
 		return err
@@ -290,9 +306,19 @@ func (s recordingServices) Create(ctx context.Context, key string, obj, out runt
 	return s.Interface.Create(ctx, key, obj, out, ttl)
 }
 
+func (s recordingServices) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
+	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
+	if err := s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts); err != nil {
+		return err
+	}
+	s.dropped(out, nil)
+	return nil
+}
+
 func (s recordingServices) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
-	return s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions,
+	var prev runtime.Object
+	err := s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions,
 		func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
 			out, ttl, err := tryUpdate(input, res)
 			if err != nil {
@@ -301,6 +327,14 @@ func (s recordingServices) GuaranteedUpdate(ctx context.Context, key string, des
 			if err := s.record(ctx, out); err != nil {
 				return nil, nil, err
 			}
+			prev = input
 			return out, ttl, nil
 		}, cachedExistingObject)
+	if err != nil {
+		return err
+	}
+	if prev != nil {
+		s.dropped(prev, destination)
+	}
+	return nil
 }

@@ -67,6 +67,10 @@ type Allocator struct {
 	taken map[netip.Addr]types.UID
 	// held are the IPs handed out and not yet in taken.
 	held map[netip.Addr]*hold
+	// dropped are the IPs a Service's storage dropped (the Service
+	// deleted, or updated without them) that their owner is about to
+	// release (see Dropped).
+	dropped map[netip.Addr]drop
 	// used counts taken by range, for the metrics.
 	used map[netip.Prefix]int
 	// syncUntil: allocation is synchronous until then (Allocating).
@@ -109,6 +113,16 @@ type hold struct {
 	uid   types.UID // of the object created, when recorded
 }
 
+// drop counts the owner's releases of an IP still to come.
+type drop struct {
+	n     int
+	since time.Time
+}
+
+// dropTTL ends a drop no release followed: the registry releases a
+// dropped IP in the same request, right after the storage dropped it.
+const dropTTL = 30 * time.Second
+
 // holdTTL ends a hold that nothing ended: a request holds its IPs for at
 // most its timeout (a minute), and an object created is seen by the
 // informer in milliseconds.
@@ -118,9 +132,9 @@ const holdTTL = 2 * time.Minute
 // found a chosen IP taken by another apiserver.
 const collisionBackoff = 10 * time.Second
 
-// releaseTimeout bounds the delete of a released IP's IPAddress
-// (ipallocator.Interface's Release takes no context).
-const releaseTimeout = 30 * time.Second
+// requestTimeout bounds the reads and deletes of Allocate and Release,
+// which ipallocator.Interface gives no context.
+const requestTimeout = 30 * time.Second
 
 var _ ipallocator.Interface = &Allocator{}
 
@@ -133,7 +147,8 @@ func NewAllocator(family api.IPFamily, cidrs networkinginformers.ServiceCIDRInfo
 	a := &Allocator{
 		family: family, ipAddresses: ipAddresses, cidrs: cidrs.Lister(), now: time.Now,
 		rand:  rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		taken: map[netip.Addr]types.UID{}, held: map[netip.Addr]*hold{}, used: map[netip.Prefix]int{},
+		taken: map[netip.Addr]types.UID{}, held: map[netip.Addr]*hold{}, dropped: map[netip.Addr]drop{},
+		used: map[netip.Prefix]int{},
 	}
 	sync := func(any) { a.syncRanges() }
 	for _, h := range []struct {
@@ -167,7 +182,12 @@ func (a *Allocator) HasSynced() bool {
 
 // Allocate holds a requested IP. It returns ErrMismatchedNetwork if no
 // ready ServiceCIDR has it, ErrNotInRange for a CIDR's network or
-// broadcast address, and ErrAllocated if it is taken or held.
+// broadcast address, and ErrAllocated if it is held, or taken: stored, as
+// the informer shows and etcd confirms. The informer may not show yet that
+// an IP was just released (here or through another apiserver), and a
+// Service is often created again with its IP right after its delete;
+// kube-apiserver's allocator, which creates the IPAddress at once, takes
+// the IP then, so a read from etcd decides.
 func (a *Allocator) Allocate(ip net.IP) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -178,12 +198,36 @@ func (a *Allocator) Allocate(ip net.IP) error {
 	if err != nil {
 		return err
 	}
-	if !a.free(addr) {
+	if _, taken := a.taken[addr]; taken && !a.isHeld(addr) {
+		a.mu.Unlock()
+		err = a.stored(addr)
+		a.mu.Lock()
+	}
+	if err == nil && a.isHeld(addr) {
+		err = ipallocator.ErrAllocated
+	}
+	if err != nil {
 		allocator.ClusterIPAllocationErrors.WithLabelValues(r.prefix.String(), scopeStatic).Inc()
-		return ipallocator.ErrAllocated
+		return err
 	}
 	a.held[addr] = &hold{state: chosen, scope: scopeStatic, since: a.now()}
 	return nil
+}
+
+// stored returns ErrAllocated if addr's IPAddress is in etcd, nil if it is
+// not.
+func (a *Allocator) stored(addr netip.Addr) error {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	_, err := a.ipAddresses.Get(ctx, addr.String(), metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return ipallocator.ErrAllocated
+	case apierrors.IsNotFound(err):
+		return nil
+	default:
+		return fmt.Errorf("reading IPAddress %s: %w", addr, err)
+	}
 }
 
 // AllocateNext holds a free IP from the first ready ServiceCIDR that has
@@ -365,19 +409,33 @@ func (a *Allocator) ipAddress(addr netip.Addr, svc *api.Service) *networkingv1.I
 	}
 }
 
-// Release frees ip: it ends its hold and deletes the IPAddress object
-// this allocator created for it, or the one the informer has (by UID, so
-// an object another apiserver created since is kept), or, if it knows of
-// none, the object by name, as upstream. Errors are logged, as upstream.
+// Release frees ip. The registry calls it for two reasons and passes only
+// the IP; Dropped tells them apart:
+//   - its owner's: the Services storage dropped ip from a Service just
+//     before (Dropped). Release deletes the IPAddress by name, as upstream
+//     (the informer's UID may be stale: the object created again for the
+//     same Service through another apiserver). A hold on ip is another
+//     request's, taken while the informer did not show the owner's object
+//     yet; it stays, and that request's Record decides.
+//   - a request's undoing its own allocation: Release ends its hold and
+//     deletes the object Record created for it, by UID, so that an object
+//     another apiserver created meanwhile is kept; with no hold (the
+//     informer has shown the object, which ended it) by name.
+//
+// Errors are logged, as upstream.
 func (a *Allocator) Release(ip net.IP) error {
 	addr, err := a.addrOf(ip)
 	if err != nil {
 		return nil
 	}
 	a.mu.Lock()
+	if a.ownerReleases(addr) {
+		a.mu.Unlock()
+		a.delete(addr, nil)
+		return nil
+	}
 	h := a.held[addr]
 	delete(a.held, addr)
-	uid, taken := a.taken[addr]
 	a.mu.Unlock()
 	switch {
 	case h != nil && h.state != recorded:
@@ -386,16 +444,48 @@ func (a *Allocator) Release(ip net.IP) error {
 		return nil
 	case h != nil:
 		a.delete(addr, &h.uid)
-	case taken:
-		a.delete(addr, &uid)
 	default:
 		a.delete(addr, nil)
 	}
 	return nil
 }
 
+// Dropped tells the allocator that the Services storage stored next in
+// place of prev, or deleted prev if next is nil: the registry's next
+// Release of each ClusterIP of prev's that next lacks is the owner's.
+func (a *Allocator) Dropped(prev, next *api.Service) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ip := range prev.Spec.ClusterIPs {
+		addr, err := netip.ParseAddr(ip)
+		if err != nil || !a.ours(addr) || (next != nil && slices.Contains(next.Spec.ClusterIPs, ip)) {
+			continue
+		}
+		d := a.dropped[addr]
+		if a.now().Sub(d.since) > dropTTL {
+			d.n = 0
+		}
+		a.dropped[addr] = drop{n: d.n + 1, since: a.now()}
+	}
+}
+
+// ownerReleases reports whether a release of addr is its owner's, and
+// counts it. a.mu is held.
+func (a *Allocator) ownerReleases(addr netip.Addr) bool {
+	d, ok := a.dropped[addr]
+	if !ok {
+		return false
+	}
+	if d.n <= 1 || a.now().Sub(d.since) > dropTTL {
+		delete(a.dropped, addr)
+	} else {
+		a.dropped[addr] = drop{n: d.n - 1, since: d.since}
+	}
+	return a.now().Sub(d.since) <= dropTTL
+}
+
 func (a *Allocator) delete(addr netip.Addr, uid *types.UID) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	var pre *metav1.Preconditions
 	if uid != nil {
@@ -543,18 +633,22 @@ func (a *Allocator) rangeOf(addr netip.Addr, ip net.IP) (cidrRange, error) {
 // free reports whether addr is neither taken nor held; a hold older than
 // holdTTL ends here. a.mu is held.
 func (a *Allocator) free(addr netip.Addr) bool {
-	if _, taken := a.taken[addr]; taken {
-		return false
-	}
+	_, taken := a.taken[addr]
+	return !taken && !a.isHeld(addr)
+}
+
+// isHeld reports whether addr is held; a hold older than holdTTL ends
+// here. a.mu is held.
+func (a *Allocator) isHeld(addr netip.Addr) bool {
 	h := a.held[addr]
 	if h == nil {
-		return true
+		return false
 	}
 	if a.now().Sub(h.since) > holdTTL && h.state != recording {
 		delete(a.held, addr)
-		return true
+		return false
 	}
-	return false
+	return true
 }
 
 // randN returns a random number in [0, n); a.mu is held.

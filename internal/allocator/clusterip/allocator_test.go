@@ -88,7 +88,7 @@ func TestAllocateRequested(t *testing.T) {
 	}{
 		{"10.0.0.10", nil},
 		{"10.0.0.10", ipallocator.ErrAllocated}, // held by the line above
-		{"10.0.0.7", ipallocator.ErrAllocated},  // taken: the informer has its IPAddress
+		{"10.0.0.7", ipallocator.ErrAllocated},  // taken: the informer has its IPAddress, and etcd
 		{"10.0.0.0", &ipallocator.ErrNotInRange{IP: net.ParseIP("10.0.0.0"), ValidRange: "10.0.0.0/24"}},
 		{"10.0.0.255", &ipallocator.ErrNotInRange{IP: net.ParseIP("10.0.0.255"), ValidRange: "10.0.0.0/24"}},
 		{"10.0.1.1", ipallocator.ErrMismatchedNetwork},
@@ -194,6 +194,33 @@ func TestRecordCreatesTheHeldIPAddressesOnce(t *testing.T) {
 	}
 }
 
+func TestRequestedIPJustReleasedIsAllocatable(t *testing.T) {
+	a, c := newAllocator(t, serviceCIDR("kubernetes", "", "10.0.0.0/24"))
+	ip := net.ParseIP("10.0.0.1")
+	if err := a.Allocate(ip); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Record(context.Background(), svc("kubernetes", ip)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the informer to show the IPAddress", func() bool { return a.Has(ip) })
+	// Deleted and asked for again at once, before the informer shows the
+	// delete: etcd says it is free, and as with kube-apiserver the second
+	// create succeeds.
+	if err := a.Release(ip); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Allocate(ip); err != nil {
+		t.Fatalf("Allocate right after Release: %v", err)
+	}
+	if err := a.Record(context.Background(), svc("kubernetes", ip)); err != nil {
+		t.Fatalf("Record right after Release: %v", err)
+	}
+	if got := owners(t, c); got[ip.String()] != "kubernetes" {
+		t.Errorf("IPAddresses: %v", got)
+	}
+}
+
 func TestRecordRefusesAnIPAnotherAPIServerTook(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -245,6 +272,16 @@ func TestRecordRefusesAnIPAnotherAPIServerTook(t *testing.T) {
 
 func TestReleaseDeletesWhatWasStored(t *testing.T) {
 	a, c := newAllocator(t, serviceCIDR("kubernetes", "", "10.0.0.0/24"), ipAddress("10.0.0.7", "u7", "old"))
+	// etcd checks a delete's UID precondition: 10.0.0.7 was deleted and
+	// created again (u8) through another apiserver, and this one's
+	// informer still shows u7.
+	c.PrependReactor("delete", "ipaddresses", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		d := action.(k8stesting.DeleteActionImpl)
+		if pre := d.DeleteOptions.Preconditions; d.Name == "10.0.0.7" && pre != nil && pre.UID != nil && *pre.UID != "u8" {
+			return true, nil, apierrors.NewConflict(networkingv1.Resource("ipaddresses"), d.Name, errors.New("UID precondition failed"))
+		}
+		return false, nil, nil
+	})
 	// Held, never recorded: nothing to delete.
 	held, err := a.AllocateNext()
 	if err != nil {
@@ -253,7 +290,7 @@ func TestReleaseDeletesWhatWasStored(t *testing.T) {
 	if err := a.Release(held); err != nil {
 		t.Fatal(err)
 	}
-	// Recorded: deleted at once, before the informer has seen it.
+	// Recorded: deleted at once, whether or not the informer has seen it.
 	recorded, err := a.AllocateNext()
 	if err != nil {
 		t.Fatal(err)
@@ -264,24 +301,93 @@ func TestReleaseDeletesWhatWasStored(t *testing.T) {
 	if err := a.Release(recorded); err != nil {
 		t.Fatal(err)
 	}
-	// Known from the informer only.
+	// Not held: deleted by name, whatever UID the informer shows.
 	if err := a.Release(net.ParseIP("10.0.0.7")); err != nil {
 		t.Fatal(err)
 	}
 	if got := owners(t, c); len(got) != 0 {
 		t.Errorf("IPAddresses left: %v", got)
 	}
-	deletes := 0
+	var deleted []string
 	for _, action := range c.Actions() {
 		if d, ok := action.(k8stesting.DeleteActionImpl); ok && d.Resource.Resource == "ipaddresses" {
-			deletes++
-			if pre := d.DeleteOptions.Preconditions; pre == nil || pre.UID == nil {
-				t.Errorf("delete of %s without a UID precondition", d.Name)
-			}
+			deleted = append(deleted, d.Name)
 		}
 	}
-	if deletes != 2 {
-		t.Errorf("%d IPAddress deletes, want 2", deletes)
+	if len(deleted) != 2 {
+		t.Errorf("IPAddress deletes: %v, want %s and 10.0.0.7", deleted, recorded)
+	}
+}
+
+func TestOwnersReleaseKeepsAnotherRequestsHold(t *testing.T) {
+	a, c := newAllocator(t, serviceCIDR("kubernetes", "", "10.0.0.0/24"))
+	ip := net.ParseIP("10.0.0.7")
+	// A request holds the IP; before this apiserver's informer shows it,
+	// another apiserver stores it for Service "old", and "old" is deleted
+	// through this one.
+	if err := a.Allocate(ip); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Tracker().Add(ipAddress(ip.String(), "u7", "old")); err != nil {
+		t.Fatal(err)
+	}
+	a.Dropped(svc("old", ip), nil)
+	if err := a.Release(ip); err != nil {
+		t.Fatal(err)
+	}
+	// The owner's release deleted its IPAddress and kept the request's hold.
+	if got := owners(t, c); len(got) != 0 {
+		t.Fatalf("IPAddresses after the owner's release: %v", got)
+	}
+	if err := a.Allocate(ip); !errors.Is(err, ipallocator.ErrAllocated) {
+		t.Errorf("Allocate of the IP a request holds: %v, want %v", err, ipallocator.ErrAllocated)
+	}
+	if err := a.Record(context.Background(), svc("new", ip)); err != nil {
+		t.Fatal(err)
+	}
+	if got := owners(t, c); got[ip.String()] != "new" {
+		t.Errorf("IPAddresses: %v", got)
+	}
+	// The drop was counted once: the next release is the request's
+	// undoing its own.
+	if err := a.Release(ip); err != nil {
+		t.Fatal(err)
+	}
+	if got := owners(t, c); len(got) != 0 {
+		t.Errorf("IPAddresses after the request's release: %v", got)
+	}
+}
+
+func TestReleaseIsARequestsUnlessTheStorageDroppedTheIP(t *testing.T) {
+	a, c := newAllocator(t, serviceCIDR("kubernetes", "", "10.0.0.0/24"))
+	// A request holds each IP, and another apiserver stores each for a
+	// Service of its own, before this apiserver's informer shows it.
+	hold := func(ip string) net.IP {
+		t.Helper()
+		if err := a.Allocate(net.ParseIP(ip)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Tracker().Add(ipAddress(ip, "u-"+ip, "theirs-"+ip)); err != nil {
+			t.Fatal(err)
+		}
+		return net.ParseIP(ip)
+	}
+	now := time.Now()
+	a.now = func() time.Time { return now }
+	kept, stale := hold("10.0.0.7"), hold("10.0.0.8")
+	// An update that keeps an IP drops nothing: the release that follows
+	// is the request's, which keeps the other apiserver's object.
+	a.Dropped(svc("theirs-10.0.0.7", kept), svc("theirs-10.0.0.7", kept))
+	// A drop no release followed within dropTTL is forgotten.
+	a.Dropped(svc("theirs-10.0.0.8", stale), nil)
+	a.now = func() time.Time { return now.Add(dropTTL + time.Second) }
+	for _, ip := range []net.IP{kept, stale} {
+		if err := a.Release(ip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := owners(t, c); got["10.0.0.7"] != "theirs-10.0.0.7" || got["10.0.0.8"] != "theirs-10.0.0.8" {
+		t.Errorf("a request's release deleted another apiserver's IPAddress: %v", got)
 	}
 }
 
