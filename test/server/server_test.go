@@ -44,13 +44,16 @@ func startServer(t *testing.T, args ...string) (*harness.APIServer, kubernetes.I
 }
 
 // eventually polls cond every 100ms until it holds, failing the test
-// with what it last said after timeout.
+// with what it last said after timeout (before the timeout cut a call
+// short: that one would only say so).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, state := cond(ctx)
-		last = state
+		if ctx.Err() == nil || last == "" {
+			last = state
+		}
 		return ok, nil
 	})
 	if err != nil {
