@@ -24,11 +24,17 @@ import (
 // graph (a go.mod tool dependency) into dir and returns its path. The Go
 // build cache keeps its packages, so only the first build compiles.
 func BuildPeer(dir string) (string, error) {
+	return BuildCommand(filepath.Join(dir, "kube-apiserver"), "k8s.io/kubernetes/cmd/kube-apiserver")
+}
+
+// BuildCommand builds the command pkg of this module's graph (one of
+// upstream's servers, or etcd) as out and returns out.
+func BuildCommand(out, pkg string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	return goBuild(root, filepath.Join(dir, "kube-apiserver"), "k8s.io/kubernetes/cmd/kube-apiserver")
+	return goBuild(root, out, pkg)
 }
 
 // Peer is a kube-apiserver process, the oracle of differential tests and
@@ -38,11 +44,32 @@ type Peer struct {
 	// the serving certificate is self-signed, so not verified).
 	Config *rest.Config
 
+	*process
+}
+
+// process is a child process whose output is kept.
+type process struct {
+	name     string
 	cmd      *exec.Cmd
 	stopOnce sync.Once
 	mu       sync.Mutex
 	logs     bytes.Buffer
 	exited   chan struct{}
+}
+
+// startProcess starts bin with args.
+func startProcess(bin string, args ...string) (*process, error) {
+	p := &process{name: filepath.Base(bin), exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = processWriter{p}, processWriter{p}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
 }
 
 // PeerAdminToken is the bearer token of the peer's admin user.
@@ -85,7 +112,6 @@ func StartPeer(t testing.TB, bin, dir, etcdURL string, args ...string) *Peer {
 }
 
 func startPeer(bin, dir, etcdURL string, args ...string) (*Peer, error) {
-	p := &Peer{exited: make(chan struct{})}
 	saKey, err := pki.EnsureSigningKey(filepath.Join(dir, "pki"), pki.ServiceAccountKeyName)
 	if err != nil {
 		return nil, err
@@ -112,15 +138,11 @@ func startPeer(bin, dir, etcdURL string, args ...string) (*Peer, error) {
 		// Its endpoints would be a loopback address, which Endpoints refuse.
 		"--endpoint-reconciler-type=none",
 	}, args...)
-	p.cmd = exec.Command(bin, flags...)
-	p.cmd.Stdout, p.cmd.Stderr = peerWriter{p}, peerWriter{p}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	proc, err := startProcess(bin, flags...)
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
+	p := &Peer{process: proc}
 	p.Config = &rest.Config{
 		Host:            "https://127.0.0.1:" + strconv.Itoa(port),
 		BearerToken:     PeerAdminToken,
@@ -137,19 +159,19 @@ func startPeer(bin, dir, etcdURL string, args ...string) (*Peer, error) {
 	return p, nil
 }
 
-type peerWriter struct{ p *Peer }
+type processWriter struct{ p *process }
 
-func (w peerWriter) Write(b []byte) (int, error) {
+func (w processWriter) Write(b []byte) (int, error) {
 	w.p.mu.Lock()
 	defer w.p.mu.Unlock()
 	return w.p.logs.Write(b)
 }
 
-// PID is the kube-apiserver process's ID.
-func (p *Peer) PID() int { return p.cmd.Process.Pid }
+// PID is the process's ID.
+func (p *process) PID() int { return p.cmd.Process.Pid }
 
 // Logs returns what the process printed so far.
-func (p *Peer) Logs() string {
+func (p *process) Logs() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.logs.String()
@@ -178,8 +200,8 @@ func (p *Peer) waitReady(ctx context.Context) error {
 	}
 }
 
-// Stop kills kube-apiserver (no-op once stopped).
-func (p *Peer) Stop() {
+// Stop kills the process (no-op once stopped).
+func (p *process) Stop() {
 	p.stopOnce.Do(func() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
