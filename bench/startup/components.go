@@ -19,16 +19,18 @@ import (
 // With -server the benchmark measures `kubeboot server` (apiserver,
 // controller manager and scheduler in one process) and, with -peer,
 // kube-apiserver, kube-controller-manager, kube-scheduler and etcd, four
-// processes. Either is ready once /readyz is 200 and the controller
-// manager and the scheduler each hold their leader lease, acquired or
-// renewed since the start.
+// processes. Either is ready once /readyz is 200, the controller manager
+// and the scheduler each hold their leader lease, acquired or renewed
+// since the start, and the controllers run: the serviceaccount controller
+// has created the default namespace's "default" ServiceAccount, which a
+// Pod there needs.
 
 // componentLeases are the leader leases in kube-system.
 var componentLeases = []string{"kube-controller-manager", "kube-scheduler"}
 
-// leading returns a check that both components lead, on a client built
-// from config once config succeeds.
-func leading(config func() (*rest.Config, error), since time.Time) func(context.Context) bool {
+// componentsReady returns a check that both components lead and the
+// controllers run, on a client built from config once config succeeds.
+func componentsReady(config func() (*rest.Config, error), since time.Time) func(context.Context) bool {
 	var client kubernetes.Interface
 	return func(ctx context.Context) bool {
 		if client == nil {
@@ -48,7 +50,8 @@ func leading(config func() (*rest.Config, error), since time.Time) func(context.
 				return false
 			}
 		}
-		return true
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
 	}
 }
 

@@ -262,7 +262,7 @@ func (b *bench) startReady(ctx context.Context, dir string, took *time.Duration)
 		return nil, err
 	}
 	if b.server {
-		srv.leading = leading(adminConfig(dir), srv.started)
+		srv.ready = componentsReady(adminConfig(dir), srv.started)
 	}
 	if *took, err = b.waitReady(ctx, srv); err != nil {
 		srv.stop()

@@ -111,7 +111,7 @@ func (b *bench) startPeerReady(ctx context.Context, dir string, took *time.Durat
 			return nil, err
 		}
 		p.components = []*server{cm, sched}
-		apiSrv.leading = leading(peerAdmin(url), etcdSrv.started)
+		apiSrv.ready = componentsReady(peerAdmin(url), etcdSrv.started)
 	}
 	// The processes are the control plane: time from the first exec.
 	apiSrv.started = etcdSrv.started

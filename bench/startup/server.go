@@ -37,9 +37,9 @@ type server struct {
 	cmd     *exec.Cmd
 	started time.Time // just before exec
 	log     *logTail
-	// leading, when set, must also hold for the server to be ready: the
-	// controller manager and scheduler lead (-server).
-	leading func(context.Context) bool
+	// ready, when set, must also hold for the server to be ready: the
+	// components lead and the controllers run (-server).
+	ready func(context.Context) bool
 
 	done    chan struct{} // closed once the process exited and stderr is drained
 	waitErr error         // cmd.Wait's result, set before done is closed
@@ -127,7 +127,7 @@ func (b *bench) waitReady(ctx context.Context, s *server) (time.Duration, error)
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
-		if at, ok := b.probe(ctx, url+"/readyz"); ok && (s.leading == nil || s.leading(ctx)) {
+		if at, ok := b.probe(ctx, url+"/readyz"); ok && (s.ready == nil || s.ready(ctx)) {
 			return at.Sub(s.started), nil
 		}
 	}
