@@ -97,6 +97,9 @@ func (c *PeerControlPlane) processOf() *process {
 }
 
 func (c *PeerControlPlane) start(bins PeerBinaries, dir string, extra PeerArgs) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
 	ports := make([]int, 4)
 	for i := range ports {
 		var err error
@@ -155,6 +158,10 @@ func (c *PeerControlPlane) start(bins PeerBinaries, dir string, extra PeerArgs) 
 	defer cancel()
 	return WaitLeading(ctx, client)
 }
+
+// ControllerManagerLogs returns what kube-controller-manager printed so
+// far.
+func (c *PeerControlPlane) ControllerManagerLogs() string { return c.controllerManager.Logs() }
 
 // PIDs are the IDs of the four processes.
 func (c *PeerControlPlane) PIDs() []int {

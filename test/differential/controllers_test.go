@@ -1,0 +1,74 @@
+package differential
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeboot/kubeboot/internal/pki"
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+// controllerStarting is kube-controller-manager's line for each controller
+// it runs (at -v=1), once it has built them all.
+var controllerStarting = regexp.MustCompile(`"Controller starting\.\.\." .*controller="([^"]+)"`)
+
+// TestServerRunsTheControllersKubeControllerManagerRuns starts `kubeboot
+// server` and the real kube-controller-manager 1.37.2 (with its apiserver,
+// scheduler and etcd), both with their default controllers and kubeadm's
+// settings, and compares the controllers each starts.
+func TestServerRunsTheControllersKubeControllerManagerRuns(t *testing.T) {
+	dir := t.TempDir()
+	bins, err := harness.BuildPeerControlPlane(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "kubeboot")
+	srv := harness.StartReadyServer(t, time.Minute, bin, dataDir, "--secure-port=0", serviceRange, "-v=1")
+	// kubeadm gives kube-controller-manager the cluster CA to sign CSRs
+	// with, as kubeboot server does by default: kubeboot's CA serves.
+	ca := filepath.Join(dataDir, "pki", pki.CAName)
+	peer := harness.StartPeerControlPlane(t, bins, filepath.Join(dir, "peer"), harness.PeerArgs{ControllerManager: []string{"-v=1",
+		"--cluster-signing-cert-file=" + ca + ".crt", "--cluster-signing-key-file=" + ca + ".key", "--root-ca-file=" + ca + ".crt"}})
+
+	ours, theirs := startedControllers(t, "kubeboot server", srv.Logs), startedControllers(t, "kube-controller-manager", peer.ControllerManagerLogs)
+	if missing := theirs.Difference(ours); missing.Len() > 0 {
+		t.Errorf("kube-controller-manager runs controllers kubeboot server does not: %v", sets.List(missing))
+	}
+	if extra := ours.Difference(theirs); extra.Len() > 0 {
+		t.Errorf("kubeboot server runs controllers kube-controller-manager does not: %v", sets.List(extra))
+	}
+	t.Logf("both run %d controllers: %v", ours.Len(), sets.List(ours))
+}
+
+// startedControllers waits until logs shows controllers starting and no
+// more start for a second, and returns their names.
+func startedControllers(t *testing.T, who string, logs func() string) sets.Set[string] {
+	t.Helper()
+	var started []string
+	stableSince := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		var now []string
+		for _, m := range controllerStarting.FindAllStringSubmatch(logs(), -1) {
+			now = append(now, m[1])
+		}
+		if !slices.Equal(now, started) {
+			started, stableSince = now, time.Now()
+		}
+		return len(started) > 0 && time.Since(stableSince) > time.Second, nil
+	})
+	if err != nil {
+		t.Fatalf("%s started no controllers within a minute: %v", who, err)
+	}
+	return sets.New(started...)
+}
