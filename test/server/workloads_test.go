@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 )
 
@@ -782,13 +783,10 @@ func jobConditions(j *batchv1.Job) string {
 	return "[" + strings.Join(s, ", ") + "]"
 }
 
+// podCondition is p's condition of type t, nil if it has none.
 func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
-	for i, c := range p.Status.Conditions {
-		if c.Type == t {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
+	_, c := podutil.GetPodCondition(&p.Status, t)
+	return c
 }
 
 func podConditions(p *corev1.Pod) string {
