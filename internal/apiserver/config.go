@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -30,6 +28,7 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -72,7 +71,9 @@ import (
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/storage"
-	"github.com/kubeboot/kubeboot/internal/version"
+	// Gives upstream's version package kubeboot's version, which
+	// /version serves (through the effective version below).
+	_ "github.com/kubeboot/kubeboot/internal/version"
 )
 
 // Config is everything the API server needs, as live values.
@@ -609,41 +610,17 @@ func (s *Server) Run(ctx context.Context) error {
 const DefaultShutdownWatchTerminationGracePeriod = 5 * time.Second
 
 // NewServerRunOptions is kube-apiserver's generic run option group with
-// kubeboot's version (in a component registry of its own, so servers in
-// one process share no version state) and kubeboot's watch drain period.
+// the build's version, as kube-apiserver's (kubeboot's, which
+// internal/version gives upstream's version package), in a component
+// registry of its own, so servers in one process share no version state,
+// and kubeboot's watch drain period.
 func NewServerRunOptions() *genericoptions.ServerRunOptions {
 	registry := basecompatibility.NewComponentGlobalsRegistry()
 	// Neither call can fail: the registry is new and no flag sets an
 	// emulated version on it.
-	utilruntime.Must(registry.Register(basecompatibility.DefaultKubeComponent, newEffectiveVersion(version.Get()), utilfeature.DefaultMutableFeatureGate))
+	utilruntime.Must(registry.Register(basecompatibility.DefaultKubeComponent, compatibility.DefaultBuildEffectiveVersion(), utilfeature.DefaultMutableFeatureGate))
 	utilruntime.Must(registry.Set())
 	o := genericoptions.NewServerRunOptionsForComponent(basecompatibility.DefaultKubeComponent, registry)
 	o.ShutdownWatchTerminationGracePeriod = DefaultShutdownWatchTerminationGracePeriod
 	return o
-}
-
-// effectiveVersion serves kubeboot's version at /version while keeping the
-// library's API-level logic (emulation and compatibility versions).
-type effectiveVersion struct {
-	basecompatibility.MutableEffectiveVersion
-	info apimachineryversion.Info
-}
-
-func newEffectiveVersion(info apimachineryversion.Info) *effectiveVersion {
-	v := basecompatibility.NewEffectiveVersionFromString(info.Major+"."+info.Minor, "", "")
-	return &effectiveVersion{MutableEffectiveVersion: v, info: info}
-}
-
-// Info implements basecompatibility.EffectiveVersion.
-func (v *effectiveVersion) Info() *apimachineryversion.Info {
-	info := v.info
-	if ev := v.EmulationVersion(); ev != nil {
-		info.EmulationMajor = strconv.FormatUint(uint64(ev.Major()), 10)
-		info.EmulationMinor = strconv.FormatUint(uint64(ev.Minor()), 10)
-	}
-	if mc := v.MinCompatibilityVersion(); mc != nil {
-		info.MinCompatibilityMajor = strconv.FormatUint(uint64(mc.Major()), 10)
-		info.MinCompatibilityMinor = strconv.FormatUint(uint64(mc.Minor()), 10)
-	}
-	return &info
 }

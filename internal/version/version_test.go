@@ -1,8 +1,12 @@
 package version
 
 import (
+	"fmt"
 	"regexp"
 	"testing"
+
+	"k8s.io/apiserver/pkg/util/compatibility"
+	componentversion "k8s.io/component-base/version"
 )
 
 func TestGet(t *testing.T) {
@@ -16,5 +20,24 @@ func TestGet(t *testing.T) {
 	}
 	if info.GitVersion != "v"+Kube()+"+kubeboot."+Kubeboot {
 		t.Errorf("gitVersion %q does not carry the served Kubernetes version %q", info.GitVersion, Kube())
+	}
+}
+
+// TestUpstream: upstream's components report kubeboot's version, not the
+// v0.0.0-master of a build without link flags, and their compatibility
+// version is the Kubernetes release kubeboot is built from.
+func TestUpstream(t *testing.T) {
+	want := Get()
+	got := componentversion.Get()
+	if got.GitVersion != want.GitVersion || got.Major != want.Major || got.Minor != want.Minor {
+		t.Errorf("k8s.io/component-base/version reports %s (%s.%s), want %s (%s.%s)",
+			got.GitVersion, got.Major, got.Minor, want.GitVersion, want.Major, want.Minor)
+	}
+	if got.GitCommit != want.GitCommit || got.BuildDate != want.BuildDate {
+		t.Errorf("k8s.io/component-base/version reports commit %q built %q, want %q built %q", got.GitCommit, got.BuildDate, want.GitCommit, want.BuildDate)
+	}
+	v := compatibility.DefaultBuildEffectiveVersion().BinaryVersion()
+	if got := fmt.Sprintf("%d.%d.%d", v.Major(), v.Minor(), v.Patch()); got != Kube() {
+		t.Errorf("components' binary version = %s, want %s", v, Kube())
 	}
 }
