@@ -66,6 +66,7 @@ func TestBadFlags(t *testing.T) {
 		{"repair interval not a duration", []string{"--service-ip-repair-interval=fast"}, "--service-ip-repair-interval"},
 		{"shutdown delay not a duration", []string{"--shutdown-delay-duration=abc"}, "--shutdown-delay-duration"},
 		{"verbosity not a number", []string{"--v=loud"}, "--v"},
+		{"emulated version not a version", []string{"--emulated-version=x"}, "--emulated-version"},
 
 		// Values out of range or otherwise invalid.
 		{"port above 65535", []string{"--secure-port=70000"}, "--secure-port"},
@@ -94,6 +95,7 @@ func TestBadFlags(t *testing.T) {
 		{"cors origin not pinned", []string{"--cors-allowed-origins=example.com"}, "--cors-allowed-origins"},
 		{"unspecified advertise address", []string{"--advertise-address=0.0.0.0"}, "--advertise-address"},
 		{"loopback advertise address", []string{"--advertise-address=127.0.0.1"}, "--advertise-address"},
+		{"unknown feature gate", []string{"--feature-gates=Bogus=true"}, "--feature-gates"},
 		{"empty data dir", []string{"--data-dir="}, "--data-dir"},
 		{"missing token file", []string{"--token-auth-file=" + missing}, "--token-auth-file"},
 		{"token file that is not a token CSV", []string{"--token-auth-file=" + badCSV}, "--token-auth-file"},

@@ -82,6 +82,12 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 func (o *APIServer) Validate() error {
 	c := &o.ControlPlane
 	var errs []error
+	// --feature-gates and --emulated-version, parsed into the registry,
+	// apply only now (kube-apiserver's first step after parsing); an
+	// unknown gate or an emulated version out of range fails here.
+	if err := c.Server.ComponentGlobalsRegistry.Set(); err != nil {
+		errs = append(errs, fmt.Errorf("--feature-gates, --emulated-version: %w", err))
+	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))
 	}
