@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -72,5 +74,44 @@ func gone(t *testing.T, what string, get func(context.Context) error) {
 		return apierrors.IsNotFound(last), nil
 	}); err != nil {
 		t.Fatalf("%s not deleted: %v", what, last)
+	}
+}
+
+// TestTokensController: the legacy service account token controller runs
+// without leader election too, and the token it writes into a
+// service-account-token Secret authenticates as the account.
+func TestTokensController(t *testing.T) {
+	srv := Start(t, Options{Controllers: []string{"serviceaccount-token"}})
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	ctx := context.Background()
+	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "legacy"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "legacy"}},
+		Type:       corev1.SecretTypeServiceAccountToken,
+	}
+	if _, err := client.CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var token []byte
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := client.CoreV1().Secrets("default").Get(ctx, "legacy-token", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		token = s.Data[corev1.ServiceAccountTokenKey]
+		return len(token) > 0 && len(s.Data[corev1.ServiceAccountRootCAKey]) > 0, nil
+	}); err != nil {
+		t.Fatalf("the Secret got no token and CA: %v", err)
+	}
+	asAccount := rest.AnonymousClientConfig(srv.Config)
+	asAccount.BearerToken = string(token)
+	review, err := kubernetes.NewForConfigOrDie(asAccount).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("whoami with the Secret's token: %v", err)
+	}
+	if got, want := review.Status.UserInfo.Username, "system:serviceaccount:default:legacy"; got != want {
+		t.Errorf("the Secret's token authenticates as %q, want %q", got, want)
 	}
 }

@@ -92,12 +92,11 @@ func Validate(opts *cmoptions.KubeControllerManagerOptions) error {
 // clients built from client (which authenticates as User). With leader
 // election (--leader-elect, the default) it is upstream's Run: the lease
 // is released when ctx is done, and a lost lease stops the controllers
-// and Run returns ErrStopped. Without, the controllers opts enable run directly, as upstream's
-// do without election, except that nothing is registered process-wide
-// (configz), so several control planes in one process (tests) can each
-// run theirs, and that the legacy serviceaccount-token-controller, which
-// upstream's Run adds itself, does not run. It returns nil once ctx is
-// done and the controllers have stopped, or the error that kept them from
+// and Run returns ErrStopped. Without, the controllers opts enable run
+// directly, as upstream's do without election, except that nothing is
+// registered process-wide (configz), so several control planes in one
+// process (tests) can each run theirs. It returns nil once ctx is done
+// and the controllers have stopped, or the error that kept them from
 // starting.
 func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, client *rest.Config) error {
 	logger := klog.FromContext(ctx).WithName("kube-controller-manager")
@@ -151,13 +150,18 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
 	defer release()
+	tokens, err := newTokensController(ctx, cctx, root)
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
 	descriptors := cmapp.NewControllerDescriptors()
-	// Registered without its client builder: upstream's Run replaces it
-	// with one that has it, and without it the controller cannot be built.
-	delete(descriptors, names.ServiceAccountTokenController)
+	delete(descriptors, names.ServiceAccountTokenController) // tokens
 	controllers, err := cmapp.BuildControllers(ctx, cctx, descriptors, nil, noHealthChecks{})
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
+	if tokens != nil {
+		controllers = append([]cmapp.Controller{tokens}, controllers...)
 	}
 	cctx.InformerFactory.Start(ctx.Done())
 	defer cctx.InformerFactory.Shutdown()
