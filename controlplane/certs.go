@@ -94,6 +94,15 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	if err := pki.WriteKubeconfig(filepath.Join(cfg.DataDir, adminKubeconfigName), clusterName, serverURL, ca.CertPEM, admin); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", adminKubeconfigName, err)
 	}
+	for _, k := range cfg.componentKubeconfigs {
+		kp, err := pki.EnsureClient(dir, k.name, ca, k.user, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s certificate in %s: %w", k.name, dir, err)
+		}
+		if err := pki.WriteKubeconfig(k.path(cfg.DataDir), clusterName, serverURL, ca.CertPEM, kp); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", k.path(cfg.DataDir), err)
+		}
+	}
 	return &certificates{
 		ca:             ca,
 		frontProxyCA:   frontProxyCA,

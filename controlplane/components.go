@@ -10,6 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 
 	"k8s.io/client-go/rest"
@@ -59,7 +60,52 @@ func controllerManagerOptions(cc *completedConfig) *cmoptions.KubeControllerMana
 		csr.ClusterSigningKeyFile = filepath.Join(pkiDir, pki.CAName+".key")
 	}
 	setDefault(&ipam.ServiceCIDR, cc.ServiceClusterIPRange)
+	if o.SecureServing.BindPort != 0 {
+		o.Authentication, o.Authorization = cc.delegateToAPIServer(componentKubeconfig{"controller-manager", controllermanager.User},
+			o.Authentication, o.Authorization)
+	}
 	return &o
+}
+
+// schedulerOptions copies cc.Scheduler, with the kubeconfig of its port
+// defaulted as controllerManagerOptions does.
+func schedulerOptions(cc *completedConfig) *schedoptions.Options {
+	o := *cc.Scheduler
+	if o.SecureServing.BindPort != 0 {
+		o.Authentication, o.Authorization = cc.delegateToAPIServer(componentKubeconfig{"scheduler", scheduler.User},
+			o.Authentication, o.Authorization)
+	}
+	return &o
+}
+
+// componentKubeconfig is the kubeconfig with which an in-process
+// component's own port (its --secure-port, off by default) asks the
+// apiserver who a request is from and what it may do: kubeadm's
+// controller-manager.conf and scheduler.conf. The components' own
+// requests go in-process, not through it.
+type componentKubeconfig struct {
+	name string // <data-dir>/<name>.kubeconfig, and its certificate's file name in pki
+	user string
+}
+
+// path is where the kubeconfig is written.
+func (k componentKubeconfig) path(dataDir string) string {
+	return filepath.Join(dataDir, k.name+".kubeconfig")
+}
+
+// delegateToAPIServer returns copies of a component's --authentication-kubeconfig
+// and --authorization-kubeconfig groups, each defaulted to k's kubeconfig,
+// which the certificates step then writes.
+func (cc *completedConfig) delegateToAPIServer(k componentKubeconfig, authn *genericoptions.DelegatingAuthenticationOptions,
+	authz *genericoptions.DelegatingAuthorizationOptions) (*genericoptions.DelegatingAuthenticationOptions, *genericoptions.DelegatingAuthorizationOptions) {
+	n, z := *authn, *authz
+	if n.RemoteKubeConfigFile != "" && z.RemoteKubeConfigFile != "" {
+		return &n, &z
+	}
+	setDefault(&n.RemoteKubeConfigFile, k.path(cc.DataDir))
+	setDefault(&z.RemoteKubeConfigFile, k.path(cc.DataDir))
+	cc.componentKubeconfigs = append(cc.componentKubeconfigs, k)
+	return &n, &z
 }
 
 // inProcessUsers are the users the components cc runs act as.
@@ -141,9 +187,9 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 			func(ctx context.Context, c *rest.Config) error {
 				return controllermanager.Run(ctx, s.cfg.controllerManager, c)
 			}},
-		{s.cfg.Scheduler != nil, scheduler.User,
+		{s.cfg.scheduler != nil, scheduler.User,
 			authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding"},
-			func(ctx context.Context, c *rest.Config) error { return scheduler.Run(ctx, s.cfg.Scheduler, c) }},
+			func(ctx context.Context, c *rest.Config) error { return scheduler.Run(ctx, s.cfg.scheduler, c) }},
 	}
 	var wg sync.WaitGroup
 	for _, c := range components {

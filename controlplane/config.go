@@ -181,15 +181,20 @@ type CompletedConfig struct {
 
 type completedConfig struct {
 	Config
-	// controllerManager is a copy of Config.ControllerManager with the
-	// files defaulted.
+	// controllerManager and scheduler are copies of
+	// Config.ControllerManager and Config.Scheduler with the files
+	// defaulted.
 	controllerManager *cmoptions.KubeControllerManagerOptions
-	reconciler        reconcilers.Type
-	serviceCIDRs      network.ServiceCIDRs
-	nodePorts         network.PortRange
-	advertiseAddr     netip.Addr
-	crds              []crdinstall.CRD
-	warnings          []string
+	scheduler         *schedoptions.Options
+	// componentKubeconfigs are written with the certificates, for the
+	// components that serve a port of their own.
+	componentKubeconfigs []componentKubeconfig
+	reconciler           reconcilers.Type
+	serviceCIDRs         network.ServiceCIDRs
+	nodePorts            network.PortRange
+	advertiseAddr        netip.Addr
+	crds                 []crdinstall.CRD
+	warnings             []string
 }
 
 // Warnings lists what Complete defaulted that a user should know about.
@@ -335,7 +340,8 @@ func (c Config) Complete() (CompletedConfig, error) {
 		}
 	}
 	if cc.Scheduler != nil {
-		if err := scheduler.Validate(cc.Scheduler); err != nil {
+		cc.scheduler = schedulerOptions(cc)
+		if err := scheduler.Validate(cc.scheduler); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -7,7 +7,9 @@
 //     apiserver's in-process one for User), not from --kubeconfig.
 //   - It serves no port of its own unless its --secure-port is set: its
 //     metrics are in the process-wide registry the apiserver's /metrics
-//     serves.
+//     serves. With one, that port delegates authentication and
+//     authorization to the apiserver through the kubeconfig the caller
+//     gives (--authentication-kubeconfig, --authorization-kubeconfig).
 //   - Logging, feature gates and signals belong to the process: Run
 //     neither configures logging nor installs a signal handler.
 //   - A lost leader lease stops its controllers and Run returns an error,
@@ -26,7 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/apiserver/pkg/server/mux"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -37,6 +39,7 @@ import (
 	cmconfig "k8s.io/controller-manager/config"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 	cmfeatures "k8s.io/controller-manager/pkg/features"
+	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
 	cmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	kcmconfig "k8s.io/kubernetes/cmd/kube-controller-manager/app/config"
@@ -154,9 +157,13 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
+	health, mux, err := serve(ctx, c)
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
 	descriptors := cmapp.NewControllerDescriptors()
 	delete(descriptors, names.ServiceAccountTokenController) // tokens
-	controllers, err := cmapp.BuildControllers(ctx, cctx, descriptors, nil, noHealthChecks{})
+	controllers, err := cmapp.BuildControllers(ctx, cctx, descriptors, mux, health)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
@@ -177,11 +184,23 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 	return nil
 }
 
-// noHealthChecks drops the controllers' health checks: without a port of
-// its own nothing serves them.
-type noHealthChecks struct{}
-
-func (noHealthChecks) AddHealthChecker(...healthz.HealthChecker) {}
+// serve serves kube-controller-manager's own port when --secure-port
+// is set, as upstream's Run does: /healthz with each controller's check,
+// /metrics, /configz and profiling, behind authentication and
+// authorization delegated to the apiserver. The controllers' checks are
+// added to health and their debug handlers to mux (nil without a port).
+func serve(ctx context.Context, c *kcmconfig.CompletedConfig) (health cmapp.HealthCheckAdder, _ *mux.PathRecorderMux, _ error) {
+	checks := controllerhealthz.NewMutableHealthzHandler()
+	if c.SecureServing == nil {
+		return checks, nil, nil
+	}
+	m := genericcontrollermanager.NewBaseHandler(&c.ComponentConfig.Generic.Debugging, checks)
+	handler := genericcontrollermanager.BuildHandlerChain(m, &c.Authorization, &c.Authentication)
+	if _, _, err := c.SecureServing.Serve(handler, 0, ctx.Done()); err != nil {
+		return nil, nil, err
+	}
+	return checks, m, nil
+}
 
 // config is kube-controller-manager's configuration from opts, on
 // clients built from client.

@@ -5,8 +5,11 @@
 // What differs from the kube-scheduler binary, and why:
 //   - Its clients come from a client configuration the caller gives (the
 //     apiserver's in-process one for User), not from --kubeconfig.
-//   - It serves no port of its own: its metrics are in the process-wide
-//     registry the apiserver's /metrics serves.
+//   - It serves no port of its own unless its --secure-port is set: its
+//     metrics are in the process-wide registry the apiserver's /metrics
+//     serves. With one, upstream's Run serves it, so only while this
+//     scheduler leads, and it delegates authentication and authorization
+//     to the apiserver through the kubeconfig the caller gives.
 //   - Leader election is run here around upstream's Run, because on a
 //     lost lease, and even on a requested stop, upstream's exits the
 //     process. Here a stop returns, and a lost lease stops scheduling and
@@ -57,7 +60,7 @@ const configzName = "componentconfig"
 const relaunchDelay = time.Second
 
 // NewOptions returns kube-scheduler's options with the defaults of running
-// inside kubeboot: no port of its own.
+// inside kubeboot: no port of its own (--secure-port 0).
 func NewOptions() *schedoptions.Options {
 	o := schedoptions.NewOptions()
 	o.SecureServing.BindPort = 0

@@ -103,7 +103,7 @@ func (c *PeerControlPlane) start(bins PeerBinaries, dir string, extra PeerArgs) 
 	ports := make([]int, 4)
 	for i := range ports {
 		var err error
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = FreePort(); err != nil {
 			return err
 		}
 	}

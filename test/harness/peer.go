@@ -80,7 +80,7 @@ const PeerAdminToken = "kubeboot-differential-admin"
 // stopped when the test ends.
 func StartEtcd(t testing.TB, dir string) string {
 	t.Helper()
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func startPeer(bin, dir, etcdURL string, args ...string) (*Peer, error) {
 	if err := os.WriteFile(tokens, []byte(PeerAdminToken+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +208,8 @@ func (p *process) Stop() {
 	})
 }
 
-// freePort is a TCP port on 127.0.0.1 nothing listens on right now.
-func freePort() (int, error) {
+// FreePort is a TCP port on 127.0.0.1 nothing listens on right now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
