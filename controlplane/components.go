@@ -21,6 +21,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/controllermanager"
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/scheduler"
+	"github.com/kubeboot/kubeboot/internal/simulatednodes"
 )
 
 // componentStopTimeout bounds how long the in-process components may take
@@ -40,6 +41,10 @@ func NewControllerManagerOptions() (*cmoptions.KubeControllerManagerOptions, err
 // kube-scheduler's options as it runs in kubeboot's process (no port of
 // its own).
 func NewSchedulerOptions() *schedoptions.Options { return scheduler.NewOptions() }
+
+// NewSimulatedNodesOptions returns the defaults of Config.SimulatedNodes
+// (no nodes until Count is set).
+func NewSimulatedNodesOptions() *simulatednodes.Options { return simulatednodes.NewOptions() }
 
 // controllerManagerOptions copies cc.ControllerManager with the files and
 // the Service range defaulted from the data directory and cc (the groups
@@ -117,7 +122,38 @@ func (cc *completedConfig) inProcessUsers() []string {
 	if cc.Scheduler != nil {
 		users = append(users, scheduler.User)
 	}
+	if cc.simulatesNodes() {
+		users = append(users, simulatednodes.User)
+	}
 	return users
+}
+
+// simulatesNodes reports whether the process runs simulated nodes.
+func (cc *completedConfig) simulatesNodes() bool {
+	return cc.SimulatedNodes != nil && cc.SimulatedNodes.Count > 0
+}
+
+// allocatesNodeCIDRs reports whether kube-controller-manager in the
+// process gives nodes their pod CIDRs (--allocate-node-cidrs).
+func (cc *completedConfig) allocatesNodeCIDRs() bool {
+	return cc.runsController(names.NodeIpamController) && cc.controllerManager.KubeCloudShared.AllocateNodeCIDRs
+}
+
+// grant runs a component's grant with a client of the apiserver's own
+// (loopback) configuration, retrying while the server settles.
+func grant(ctx context.Context, loopback *rest.Config, grant func(context.Context, kubernetes.Interface) error) error {
+	client, err := kubernetes.NewForConfig(loopback)
+	if err != nil {
+		return err
+	}
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, authorizedTimeout, true, func(ctx context.Context) (bool, error) {
+		last = grant(ctx, client)
+		return last == nil, nil
+	}); err != nil {
+		return fmt.Errorf("%w (last: %v)", err, last)
+	}
+	return nil
 }
 
 // runsController reports whether kube-controller-manager runs in the
@@ -177,19 +213,27 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 	components := []struct {
 		enabled bool
 		user    string
+		// grant, if set, gives user its rights first, through the
+		// apiserver's own client.
+		grant func(context.Context, kubernetes.Interface) error
 		// needs is a request the component's RBAC role allows, and which
 		// it makes as soon as it starts.
 		needs authorizationv1.ResourceAttributes
 		run   func(context.Context, *rest.Config) error
 	}{
-		{s.cfg.controllerManager != nil, controllermanager.User,
+		{s.cfg.controllerManager != nil, controllermanager.User, nil,
 			authorizationv1.ResourceAttributes{Namespace: metav1.NamespaceSystem, Verb: "get", Resource: "serviceaccounts"},
 			func(ctx context.Context, c *rest.Config) error {
 				return controllermanager.Run(ctx, s.cfg.controllerManager, c)
 			}},
-		{s.cfg.scheduler != nil, scheduler.User,
+		{s.cfg.scheduler != nil, scheduler.User, nil,
 			authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding"},
 			func(ctx context.Context, c *rest.Config) error { return scheduler.Run(ctx, s.cfg.scheduler, c) }},
+		{s.cfg.simulatesNodes(), simulatednodes.User, simulatednodes.Access,
+			authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Subresource: "status"},
+			func(ctx context.Context, c *rest.Config) error {
+				return simulatednodes.Run(ctx, s.cfg.SimulatedNodes, c, !s.cfg.allocatesNodeCIDRs(), func() { close(s.nodesReady) })
+			}},
 	}
 	var wg sync.WaitGroup
 	for _, c := range components {
@@ -202,6 +246,14 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 			continue
 		}
 		wg.Go(func() {
+			if c.grant != nil {
+				if err := grant(ctx, s.api.Loopback, c.grant); err != nil {
+					if ctx.Err() == nil {
+						fail(fmt.Errorf("%s: %w", c.user, err))
+					}
+					return
+				}
+			}
 			if err := waitAuthorized(ctx, client, c.needs); err != nil {
 				if ctx.Err() == nil {
 					fail(fmt.Errorf("%s: %w", c.user, err))

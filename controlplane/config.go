@@ -24,6 +24,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/scheduler"
+	"github.com/kubeboot/kubeboot/internal/simulatednodes"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
 
@@ -154,6 +155,10 @@ type Config struct {
 	// binary's flags), as system:kube-scheduler, talking to the apiserver
 	// in-process. Default: nil, none.
 	Scheduler *schedoptions.Options
+	// SimulatedNodes runs simulated nodes in the process once the
+	// apiserver is ready (kwok's controllers), as
+	// system:kubeboot:simulated-nodes. Default: nil, none.
+	SimulatedNodes *simulatednodes.Options
 }
 
 // EtcdConfig points at an external etcd cluster.
@@ -344,6 +349,9 @@ func (c Config) Complete() (CompletedConfig, error) {
 		if err := scheduler.Validate(cc.scheduler); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if cc.SimulatedNodes != nil {
+		errs = append(errs, cc.SimulatedNodes.Validate()...)
 	}
 	if err := cc.resolveAdvertiseAddress(); err != nil {
 		errs = append(errs, err)

@@ -32,6 +32,9 @@ type Server struct {
 	url      string
 	admin    *rest.Config
 	ready    chan struct{}
+	// nodesReady is closed once the simulated nodes are Ready (at once
+	// without any).
+	nodesReady chan struct{}
 	// notifySocket is $NOTIFY_SOCKET as New found it, for READY=1.
 	notifySocket string
 	ran          bool // Run was called: the generic server destroys its own storage
@@ -46,7 +49,10 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		return nil, errors.New("controlplane: New needs a config from Config.Complete")
 	}
 	cfg := c.completedConfig
-	s := &Server{cfg: cfg, ready: make(chan struct{}), notifySocket: takeNotifySocket()}
+	s := &Server{cfg: cfg, ready: make(chan struct{}), nodesReady: make(chan struct{}), notifySocket: takeNotifySocket()}
+	if !cfg.simulatesNodes() {
+		close(s.nodesReady)
+	}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -166,6 +172,10 @@ func (s *Server) AdminKubeconfig() string { return filepath.Join(s.cfg.DataDir, 
 
 // Ready is closed once /readyz answers 200.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// SimulatedNodesReady is closed once the simulated nodes
+// (Config.SimulatedNodes) are Ready, after Ready; at once without any.
+func (s *Server) SimulatedNodesReady() <-chan struct{} { return s.nodesReady }
 
 // Run serves until ctx is done, then shuts down gracefully and stops etcd.
 // The in-process components (Config.ControllerManager, Config.Scheduler)

@@ -3,6 +3,7 @@ package kubeboottest
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -113,5 +114,47 @@ func TestTokensController(t *testing.T) {
 	}
 	if got, want := review.Status.UserInfo.Username, "system:serviceaccount:default:legacy"; got != want {
 		t.Errorf("the Secret's token authenticates as %q, want %q", got, want)
+	}
+}
+
+// TestSimulatedNodes: a Pod given a simulated node's name runs there, is
+// Ready, and gets an IP from the node's pod CIDR.
+func TestSimulatedNodes(t *testing.T) {
+	srv := Start(t, Options{SimulatedNodes: 2})
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	ctx := context.Background()
+	// No serviceaccount controller runs here to make the namespace's
+	// default account, which admission requires of a Pod.
+	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec:       corev1.PodSpec{NodeName: "simulated-1", Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var last *corev1.Pod
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = p
+		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "", nil
+	}); err != nil {
+		t.Fatalf("the Pod did not run: %v; status %+v", err, last.Status)
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, "simulated-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cidr, err := net.ParseCIDR(node.Spec.PodCIDR)
+	if err != nil {
+		t.Fatalf("node pod CIDR %q: %v", node.Spec.PodCIDR, err)
+	}
+	if !cidr.Contains(net.ParseIP(last.Status.PodIP)) {
+		t.Errorf("pod IP %s is not in the node's pod CIDR %s", last.Status.PodIP, cidr)
 	}
 }

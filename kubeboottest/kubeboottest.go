@@ -60,6 +60,12 @@ type Options struct {
 	// namespaces are still emptied and removed by the server itself, and
 	// owned objects outlive their owners.
 	Controllers []string
+	// SimulatedNodes runs that many simulated nodes in the test's process
+	// (simulated-0, simulated-1, ...; kwok's controllers): Ready nodes
+	// whose Pods get IPs, run, become Ready and finish, without
+	// containers. No scheduler runs here: a Pod reaches one by its
+	// spec.nodeName. Default: none.
+	SimulatedNodes int
 	// Configure, if set, adjusts the control plane configuration last, for
 	// anything the fields above do not cover.
 	Configure func(*controlplane.Config)
@@ -131,6 +137,10 @@ func StartServer(opts Options, tempDir func() string) (*Server, error) {
 		cm.Generic.LeaderElection.LeaderElect = false
 		cfg.ControllerManager = cm
 	}
+	if opts.SimulatedNodes > 0 {
+		cfg.SimulatedNodes = controlplane.NewSimulatedNodesOptions()
+		cfg.SimulatedNodes.Count = opts.SimulatedNodes
+	}
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
 	}
@@ -160,19 +170,25 @@ func StartServer(opts Options, tempDir func() string) (*Server, error) {
 	if timeout == 0 {
 		timeout = DefaultStartTimeout
 	}
-	select {
-	case <-srv.Ready():
-		return s, nil
-	case err := <-s.done:
-		cancel()
-		if err == nil {
-			err = errors.New("server stopped before it was ready")
+	deadline := time.After(timeout)
+	for _, stage := range []struct {
+		ready <-chan struct{}
+		what  string
+	}{{srv.Ready(), "server"}, {srv.SimulatedNodesReady(), "simulated nodes"}} {
+		select {
+		case <-stage.ready:
+		case err := <-s.done:
+			cancel()
+			if err == nil {
+				err = errors.New("server stopped before it was ready")
+			}
+			return nil, err
+		case <-deadline:
+			_ = s.Stop()
+			return nil, fmt.Errorf("%s not ready after %s", stage.what, timeout)
 		}
-		return nil, err
-	case <-time.After(timeout):
-		_ = s.Stop()
-		return nil, fmt.Errorf("server not ready after %s", timeout)
 	}
+	return s, nil
 }
 
 // Stop shuts the server down gracefully and waits for it; it is safe to

@@ -105,7 +105,9 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 	if err != nil {
 		return fail("node", err)
 	}
-	pods, err := podstore.NewStorage(opts, nodes.KubeletConnectionInfo, p.transport, pdbs, p.authorizer)
+	kubelets := simulatedNodeKubelets{nodes.KubeletConnectionInfo, nodes.Node}
+	nodes.Proxy.Connection = kubelets
+	pods, err := podstore.NewStorage(opts, kubelets, p.transport, pdbs, p.authorizer)
 	if err != nil {
 		nodes.Node.Destroy()
 		return fail("pod", err)

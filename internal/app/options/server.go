@@ -10,6 +10,7 @@ import (
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/simulatednodes"
 )
 
 // controllerManagerFlags are the kube-controller-manager flags `kubeboot
@@ -39,6 +40,7 @@ type Server struct {
 	APIServer
 	ControllerManager *cmoptions.KubeControllerManagerOptions
 	Scheduler         *schedoptions.Options
+	SimulatedNodes    *simulatednodes.Options
 	// ControllerManagerArgs and SchedulerArgs are --controller-manager-arg
 	// and --scheduler-arg: any other flag of the component, parsed by the
 	// component's own flag set.
@@ -60,7 +62,8 @@ func NewServer() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: controlplane.NewSchedulerOptions()}
+	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: controlplane.NewSchedulerOptions(),
+		SimulatedNodes: controlplane.NewSimulatedNodesOptions()}
 	o.controllerManagerFlags = flagSet("kube-controller-manager",
 		cm.Flags(cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases()).FlagSets)
 	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
@@ -90,6 +93,7 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.StringVar(&o.Scheduler.ConfigFile, "scheduler-config", o.Scheduler.ConfigFile,
 		"kube-scheduler's --config: the path to its configuration file (KubeSchedulerConfiguration).")
+	o.SimulatedNodes.AddFlags(fs)
 	fs.StringArrayVar(&o.ControllerManagerArgs, "controller-manager-arg", nil,
 		"Another kube-controller-manager flag, as --name=value (repeatable), e.g. --controller-manager-arg=--node-monitor-period=2s.")
 	fs.StringArrayVar(&o.SchedulerArgs, "scheduler-arg", nil,
@@ -141,5 +145,6 @@ func (o *Server) Config() controlplane.Config {
 	c := o.APIServer.Config()
 	c.ControllerManager = o.ControllerManager
 	c.Scheduler = o.Scheduler
+	c.SimulatedNodes = o.SimulatedNodes
 	return c
 }
