@@ -62,8 +62,8 @@ func (o *Options) Validate() []error {
 	if _, err := o.podCIDRs(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.LeaseDuration < time.Second {
-		errs = append(errs, fmt.Errorf("--simulated-node-lease-duration %s must be at least 1s", o.LeaseDuration))
+	if o.LeaseDuration < time.Second || o.LeaseDuration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--simulated-node-lease-duration %s must be whole seconds, at least 1s (a lease's duration is in seconds)", o.LeaseDuration))
 	}
 	if o.PodStartupDelay < 0 {
 		errs = append(errs, fmt.Errorf("--simulated-pod-startup-delay %s must not be negative", o.PodStartupDelay))

@@ -22,6 +22,7 @@ func TestValidate(t *testing.T) {
 		{"IPv6 CIDR", func(o *Options) { o.PodCIDR = "fd00::/48" }, "--simulated-node-cidr"},
 		{"one /24 for two nodes", func(o *Options) { o.PodCIDR, o.Count = "10.0.0.0/24", 2 }, "--simulated-node-cidr"},
 		{"lease under a second", func(o *Options) { o.LeaseDuration = 500 * time.Millisecond }, "--simulated-node-lease-duration"},
+		{"lease not whole seconds", func(o *Options) { o.LeaseDuration = 1500 * time.Millisecond }, "--simulated-node-lease-duration"},
 		{"negative startup delay", func(o *Options) { o.PodStartupDelay = -time.Second }, "--simulated-pod-startup-delay"},
 	}
 	for _, tt := range tests {

@@ -106,6 +106,8 @@ func TestBadFlags(t *testing.T) {
 		{"CRD directory with a malformed manifest", []string{"--crd-dir=" + badCRDs}, "--crd-dir"},
 		{"etcd CA file without etcd servers", []string{"--etcd-cafile=" + someFile}, "--etcd-cafile"},
 		{"etcd certificate without its key", []string{"--etcd-servers=https://127.0.0.1:1", "--etcd-certfile=" + someFile}, "--etcd-keyfile"},
+		// `kubeboot server`'s own flags, which the apiserver alone has not.
+		{"simulated nodes on the apiserver alone", []string{"--simulated-nodes=1"}, "--simulated-nodes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,24 +115,71 @@ func TestBadFlags(t *testing.T) {
 			dataDir := filepath.Join(t.TempDir(), "data")
 			// The case's flags come last: for a flag given twice, the last
 			// value counts.
-			args := apiserverArgs(dataDir, tt.args...)
-			res := runKubeboot(t, args...)
-			cmdline := "kubeboot " + strings.Join(args, " ")
-			if !res.started {
-				if res.exitCode == 0 {
-					t.Errorf("%s: exit 0, want non-zero\nstderr:\n%s", cmdline, res.stderr)
-				}
-				lines := stderrLines(res.stderr)
-				if len(lines) != 1 {
-					t.Errorf("%s: %d lines on stderr, want exactly 1:\n%s", cmdline, len(lines), res.stderr)
-				}
-				if !strings.Contains(res.stderr, tt.flag) {
-					t.Errorf("%s: stderr does not name %s:\n%s", cmdline, tt.flag, res.stderr)
-				}
-			}
-			if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
-				t.Errorf("%s: the data dir was created before the flags were checked (stat: %v)", cmdline, err)
-			}
+			checkRefused(t, apiserverArgs(dataDir, tt.args...), dataDir, tt.flag)
 		})
+	}
+}
+
+// TestBadServerFlags is TestBadFlags for the flags of `kubeboot server`
+// that `kubeboot apiserver` has not: those of the simulated nodes.
+func TestBadServerFlags(t *testing.T) {
+	t.Parallel()
+	binary(t) // build once, before the subtests start in parallel
+
+	tests := []struct {
+		name string
+		args []string
+		// flag is what the one line must name.
+		flag string
+	}{
+		// Values of the wrong type.
+		{"simulated node count not a number", []string{"--simulated-nodes=three"}, "--simulated-nodes"},
+		{"simulated node lease duration without a unit", []string{"--simulated-node-lease-duration=40"}, "--simulated-node-lease-duration"},
+		{"simulated pod startup delay not a duration", []string{"--simulated-pod-startup-delay=soon"}, "--simulated-pod-startup-delay"},
+
+		// Values out of range or otherwise invalid.
+		{"negative simulated node count", []string{"--simulated-nodes=-1"}, "--simulated-nodes"},
+		{"simulated node CIDR not a CIDR", []string{"--simulated-node-cidr=not-a-cidr"}, "--simulated-node-cidr"},
+		{"simulated node CIDR an address", []string{"--simulated-node-cidr=10.128.0.0"}, "--simulated-node-cidr"},
+		{"simulated node CIDR IPv6", []string{"--simulated-node-cidr=fd00::/48"}, "--simulated-node-cidr"},
+		{"simulated node CIDR smaller than a /24", []string{"--simulated-node-cidr=10.128.0.0/25"}, "--simulated-node-cidr"},
+		{"simulated node CIDR too small for the count", []string{"--simulated-nodes=3", "--simulated-node-cidr=10.128.0.0/23"}, "--simulated-node-cidr"},
+		// The default, 10.128.0.0/12, holds 4096 /24s.
+		{"default simulated node CIDR too small for the count", []string{"--simulated-nodes=4097"}, "--simulated-node-cidr"},
+		{"zero simulated node lease duration", []string{"--simulated-node-lease-duration=0s"}, "--simulated-node-lease-duration"},
+		{"simulated node lease duration under a second", []string{"--simulated-node-lease-duration=500ms"}, "--simulated-node-lease-duration"},
+		{"negative simulated node lease duration", []string{"--simulated-node-lease-duration=-40s"}, "--simulated-node-lease-duration"},
+		{"negative simulated pod startup delay", []string{"--simulated-pod-startup-delay=-1s"}, "--simulated-pod-startup-delay"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dataDir := filepath.Join(t.TempDir(), "data")
+			args := append([]string{"server", "--data-dir", dataDir}, serveFlags()...)
+			checkRefused(t, append(args, tt.args...), dataDir, tt.flag)
+		})
+	}
+}
+
+// checkRefused runs kubeboot with args: it must exit non-zero with
+// exactly one line on stderr naming flag, without creating dataDir.
+func checkRefused(t *testing.T, args []string, dataDir, flag string) {
+	t.Helper()
+	res := runKubeboot(t, args...)
+	cmdline := "kubeboot " + strings.Join(args, " ")
+	if !res.started {
+		if res.exitCode == 0 {
+			t.Errorf("%s: exit 0, want non-zero\nstderr:\n%s", cmdline, res.stderr)
+		}
+		lines := stderrLines(res.stderr)
+		if len(lines) != 1 {
+			t.Errorf("%s: %d lines on stderr, want exactly 1:\n%s", cmdline, len(lines), res.stderr)
+		}
+		if !strings.Contains(res.stderr, flag) {
+			t.Errorf("%s: stderr does not name %s:\n%s", cmdline, flag, res.stderr)
+		}
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Errorf("%s: the data dir was created before the flags were checked (stat: %v)", cmdline, err)
 	}
 }
