@@ -1,0 +1,264 @@
+// Package nodes measures `kubeboot server --simulated-nodes`: how long
+// Deployments take to have every Pod Running on simulated nodes, the CPU
+// the process spends on it and its memory, and what idle simulated nodes
+// cost.
+//
+//	go test ./bench/nodes -run '^$' -bench . -benchtime 1x -timeout 60m
+//	go test ./bench/nodes -run '^$' -bench Running -benchtime 1x -args -nodes 100 -pods 3000
+//
+// BenchmarkRunning creates -pods/-replicas Deployments of -replicas on
+// -nodes nodes and waits, through an informer, until every Pod is Running
+// and Ready. The scheduler's client limit (--kube-api-qps 50, burst 100)
+// would set the pace at 50 bindings/s; -scheduler-qps raises it (the
+// default here, 1000, is what a cluster built for this load would set).
+//
+// BenchmarkIdle runs -nodes nodes with no Pods for -idle and reports the
+// process's CPU per node, its RSS, the etcd writes per second (the
+// apiserver's etcd_requests_total for create and update) and the p99 of
+// 200 `get pod`s.
+package nodes
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+var (
+	nodes        = flag.Int("nodes", 1000, "simulated nodes")
+	pods         = flag.Int("pods", 30000, "Pods in all (BenchmarkRunning)")
+	replicas     = flag.Int("replicas", 30, "replicas of each Deployment (BenchmarkRunning)")
+	schedulerQPS = flag.Int("scheduler-qps", 1000, "the scheduler's --kube-api-qps (twice that as burst)")
+	idle         = flag.Duration("idle", time.Minute, "how long BenchmarkIdle watches idle nodes")
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+// server is a `kubeboot server` with the simulated nodes Ready.
+type server struct {
+	*harness.APIServer
+	client kubernetes.Interface
+}
+
+func start(b *testing.B) server {
+	bin, err := harness.Binary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := harness.StartReadyServer(b, time.Minute, bin, filepath.Join(b.TempDir(), "data"),
+		"--bind-address", "127.0.0.1", "--secure-port", "0", fmt.Sprintf("--simulated-nodes=%d", *nodes),
+		fmt.Sprintf("--scheduler-arg=--kube-api-qps=%d", *schedulerQPS), fmt.Sprintf("--scheduler-arg=--kube-api-burst=%d", 2**schedulerQPS))
+	b.Cleanup(func() {
+		if err := srv.Terminate(time.Minute); err != nil {
+			b.Error(err)
+		}
+	})
+	cfg, err := srv.Config()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.QPS = -1
+	client := kubernetes.NewForConfigOrDie(cfg)
+	began := time.Now()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(srv.Logs(), "Simulated nodes are ready"), nil
+	}); err != nil {
+		b.Fatalf("simulated nodes not ready: %v", err)
+	}
+	b.Logf("%d simulated nodes Ready %s after the server", *nodes, time.Since(began).Round(time.Millisecond))
+	return server{srv, client}
+}
+
+func BenchmarkRunning(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		srv := start(b)
+		cpu0 := cpu(b, srv.PID())
+		b.StartTimer()
+		began := time.Now()
+		running := watchRunning(b, srv.client)
+		deployments := *pods / *replicas
+		createDeployments(b, srv.client, deployments)
+		created := time.Since(began)
+		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Minute, true, func(context.Context) (bool, error) {
+			return running.Load() >= int64(deployments**replicas), nil
+		}); err != nil {
+			b.Fatalf("%d of %d Pods Running and Ready: %v", running.Load(), deployments**replicas, err)
+		}
+		took := time.Since(began)
+		b.StopTimer()
+		spent := cpu(b, srv.PID()) - cpu0
+		rss := rssMiB(b, srv.PID())
+		b.Logf("%d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB",
+			deployments, created.Round(time.Millisecond), deployments**replicas, *nodes, took.Round(time.Millisecond), spent.Round(time.Millisecond), rss)
+		b.ReportMetric(took.Seconds(), "running-s")
+		b.ReportMetric(spent.Seconds(), "cpu-s")
+		b.ReportMetric(rss, "rss-MiB")
+	}
+}
+
+func BenchmarkIdle(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		srv := start(b)
+		// Let the start settle: the first heartbeats and lease creates.
+		time.Sleep(10 * time.Second)
+		writes0 := etcdWrites(b, srv.client)
+		cpu0 := cpu(b, srv.PID())
+		b.StartTimer()
+		time.Sleep(*idle)
+		b.StopTimer()
+		spent := cpu(b, srv.PID()) - cpu0
+		writes := etcdWrites(b, srv.client) - writes0
+		p99 := getPodP99(b, srv.client)
+		rss := rssMiB(b, srv.PID())
+		perNode := time.Duration(float64(spent) / idle.Seconds() / float64(*nodes))
+		b.Logf("%d idle nodes for %s: CPU %s (%s per node per second), %.1f etcd writes/s, RSS %.0f MiB, get pod p99 %s",
+			*nodes, *idle, spent.Round(time.Millisecond), perNode, writes/idle.Seconds(), rss, p99.Round(10*time.Microsecond))
+		b.ReportMetric(float64(perNode.Microseconds()), "cpu-us/node/s")
+		b.ReportMetric(writes/idle.Seconds(), "etcd-writes/s")
+		b.ReportMetric(rss, "rss-MiB")
+		b.ReportMetric(float64(p99.Microseconds())/1000, "get-p99-ms")
+	}
+}
+
+// createDeployments creates n Deployments of *replicas, 16 at a time.
+func createDeployments(b *testing.B, client kubernetes.Interface, n int) {
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, n)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			labels := map[string]string{"app": fmt.Sprintf("web-%d", i)}
+			d := &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: labels["app"]},
+				Spec: appsv1.DeploymentSpec{
+					Replicas: ptr.To(int32(*replicas)),
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+					},
+				},
+			}
+			_, err := client.AppsV1().Deployments(metav1.NamespaceDefault).Create(context.Background(), d, metav1.CreateOptions{})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// watchRunning counts the Pods an informer shows Running and Ready.
+func watchRunning(b *testing.B, client kubernetes.Interface) *atomic.Int64 {
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(metav1.NamespaceDefault))
+	b.Cleanup(func() { cancel(); factory.Shutdown() })
+	var running atomic.Int64
+	counted := map[string]bool{} // the handler's calls are sequential
+	update := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || counted[p.Name] || p.Status.Phase != corev1.PodRunning || !ready(p) {
+			return
+		}
+		counted[p.Name] = true
+		running.Add(1)
+	}
+	informer := factory.Core().V1().Pods().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: update, UpdateFunc: func(_, obj any) { update(obj) },
+	}); err != nil {
+		b.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		b.Fatal("the Pod informer did not sync")
+	}
+	return &running
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func cpu(b *testing.B, pid int) time.Duration {
+	d, err := harness.ProcCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+func rssMiB(b *testing.B, pid int) float64 {
+	st, err := harness.ProcStatus(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(st["VmRSS"]) / 1024
+}
+
+// etcdWrites is the apiserver's count of etcd creates and updates so far
+// (etcd_requests_total), from its /metrics.
+func etcdWrites(b *testing.B, client kubernetes.Interface) float64 {
+	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for line := range strings.Lines(string(raw)) {
+		if !strings.HasPrefix(line, "etcd_requests_total{") ||
+			!(strings.Contains(line, `operation="create"`) || strings.Contains(line, `operation="update"`) || strings.Contains(line, `operation="GuaranteedUpdate"`)) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// getPodP99 is the 99th percentile of 200 GETs of one Pod.
+func getPodP99(b *testing.B, client kubernetes.Interface) time.Duration {
+	ctx := context.Background()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	if _, err := client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	var took []time.Duration
+	for range 200 {
+		began := time.Now()
+		if _, err := client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "probe", metav1.GetOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(began))
+	}
+	slices.Sort(took)
+	return took[len(took)*99/100]
+}
