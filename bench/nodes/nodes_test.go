@@ -12,6 +12,14 @@
 // would set the pace at 50 bindings/s; -scheduler-qps raises it (the
 // default here, 1000, is what a cluster built for this load would set).
 //
+// With -peer, every iteration of BenchmarkRunning also runs the same load
+// on the control plane kubeboot replaces: etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler 1.37.2 built from the module
+// graph, with the same kwok code and stages driving the nodes from a
+// process of their own (./simulator), and the same client limits (the
+// controller manager's in-process 200/s, burst 400; -scheduler-qps). CPU
+// and RSS are summed over every process, the simulator's included.
+//
 // BenchmarkIdle runs -nodes nodes with no Pods for -idle and reports the
 // process's CPU per node, its RSS, the etcd writes per second (the
 // apiserver's etcd_requests_total for create and update) and the p99 of
@@ -19,13 +27,17 @@
 package nodes
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +47,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -47,6 +60,7 @@ var (
 	replicas     = flag.Int("replicas", 30, "replicas of each Deployment (BenchmarkRunning)")
 	schedulerQPS = flag.Int("scheduler-qps", 1000, "the scheduler's --kube-api-qps (twice that as burst)")
 	idle         = flag.Duration("idle", time.Minute, "how long BenchmarkIdle watches idle nodes")
+	peer         = flag.Bool("peer", false, "BenchmarkRunning: also run the peer control plane with kwok in every iteration")
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -66,8 +80,12 @@ func start(b *testing.B) server {
 		"--bind-address", "127.0.0.1", "--secure-port", "0", fmt.Sprintf("--simulated-nodes=%d", *nodes),
 		fmt.Sprintf("--scheduler-arg=--kube-api-qps=%d", *schedulerQPS), fmt.Sprintf("--scheduler-arg=--kube-api-burst=%d", 2**schedulerQPS))
 	b.Cleanup(func() {
-		if err := srv.Terminate(time.Minute); err != nil {
-			b.Error(err)
+		select {
+		case <-srv.Exited(): // stopped by the benchmark
+		default:
+			if err := srv.Terminate(time.Minute); err != nil {
+				b.Error(err)
+			}
 		}
 	})
 	cfg, err := srv.Config()
@@ -87,31 +105,114 @@ func start(b *testing.B) server {
 }
 
 func BenchmarkRunning(b *testing.B) {
+	var bins harness.PeerBinaries
+	var simulator string
+	if *peer {
+		var err error
+		if bins, err = harness.BuildPeerControlPlane(b.TempDir()); err != nil {
+			b.Fatal(err)
+		}
+		if simulator, err = harness.BuildCommand(filepath.Join(b.TempDir(), "simulator"), "github.com/kubeboot/kubeboot/bench/nodes/simulator"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var ours, theirs []figures
 	for range b.N {
 		b.StopTimer()
 		srv := start(b)
-		cpu0 := cpu(b, srv.PID())
-		b.StartTimer()
-		began := time.Now()
-		running := watchRunning(b, srv.client)
-		deployments := *pods / *replicas
-		createDeployments(b, srv.client, deployments)
-		created := time.Since(began)
-		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Minute, true, func(context.Context) (bool, error) {
-			return running.Load() >= int64(deployments**replicas), nil
-		}); err != nil {
-			b.Fatalf("%d of %d Pods Running and Ready: %v", running.Load(), deployments**replicas, err)
+		ours = append(ours, running(b, "kubeboot", srv.client, []int{srv.PID()}))
+		if err := srv.Terminate(time.Minute); err != nil {
+			b.Fatal(err)
 		}
-		took := time.Since(began)
-		b.StopTimer()
-		spent := cpu(b, srv.PID()) - cpu0
-		rss := rssMiB(b, srv.PID())
-		b.Logf("%d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB",
-			deployments, created.Round(time.Millisecond), deployments**replicas, *nodes, took.Round(time.Millisecond), spent.Round(time.Millisecond), rss)
-		b.ReportMetric(took.Seconds(), "running-s")
-		b.ReportMetric(spent.Seconds(), "cpu-s")
-		b.ReportMetric(rss, "rss-MiB")
+		if *peer {
+			client, pids := startPeer(b, bins, simulator)
+			theirs = append(theirs, running(b, "peer", client, pids))
+		}
 	}
+	b.ReportMetric(ours[0].took.Seconds(), "running-s")
+	b.ReportMetric(ours[0].cpu.Seconds(), "cpu-s")
+	b.ReportMetric(ours[0].rss, "rss-MiB")
+	if *peer {
+		b.ReportMetric(theirs[0].took.Seconds(), "peer-running-s")
+		b.ReportMetric(theirs[0].cpu.Seconds(), "peer-cpu-s")
+		b.ReportMetric(theirs[0].rss, "peer-rss-MiB")
+		b.ReportMetric(ours[0].took.Seconds()/theirs[0].took.Seconds(), "time-ratio")
+		b.ReportMetric(ours[0].cpu.Seconds()/theirs[0].cpu.Seconds(), "cpu-ratio")
+		b.ReportMetric(ours[0].rss/theirs[0].rss, "rss-ratio")
+	}
+}
+
+// figures are one control plane's results in one iteration.
+type figures struct {
+	took, cpu time.Duration
+	rss       float64 // MiB
+}
+
+// running creates the Deployments and waits until every Pod is Running
+// and Ready; the CPU and RSS are the sums over pids.
+func running(b *testing.B, name string, client kubernetes.Interface, pids []int) figures {
+	cpu0 := cpuOf(b, pids)
+	b.StartTimer()
+	began := time.Now()
+	counted := watchRunning(b, client)
+	deployments := *pods / *replicas
+	createDeployments(b, client, deployments)
+	created := time.Since(began)
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Minute, true, func(context.Context) (bool, error) {
+		return counted.Load() >= int64(deployments**replicas), nil
+	}); err != nil {
+		b.Fatalf("%s: %d of %d Pods Running and Ready: %v", name, counted.Load(), deployments**replicas, err)
+	}
+	f := figures{took: time.Since(began)}
+	b.StopTimer()
+	f.cpu = cpuOf(b, pids) - cpu0
+	for _, pid := range pids {
+		f.rss += rssMiB(b, pid)
+	}
+	b.Logf("%s: %d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB",
+		name, deployments, created.Round(time.Millisecond), deployments**replicas, *nodes, f.took.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rss)
+	return f
+}
+
+// startPeer starts the peer control plane and the simulator against it,
+// and returns once the nodes are Ready: an admin client and every
+// process's PID.
+func startPeer(b *testing.B, bins harness.PeerBinaries, simulator string) (kubernetes.Interface, []int) {
+	limits := func(qps int) []string {
+		return []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", 2*qps)}
+	}
+	cp := harness.StartPeerControlPlane(b, bins, b.TempDir(), harness.PeerArgs{
+		ControllerManager: limits(200), Scheduler: limits(*schedulerQPS)})
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS = -1
+	cmd := exec.Command(simulator, "-server", cfg.Host, "-token", cfg.BearerToken, fmt.Sprintf("-nodes=%d", *nodes))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	began := time.Now()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		b.Fatalf("simulator: %q, %v", line, err)
+	}
+	b.Logf("peer: %d simulated nodes Ready %s after the control plane", *nodes, time.Since(began).Round(time.Millisecond))
+	return kubernetes.NewForConfigOrDie(cfg), append(cp.PIDs(), cmd.Process.Pid)
+}
+
+func cpuOf(b *testing.B, pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		sum += cpu(b, pid)
+	}
+	return sum
 }
 
 func BenchmarkIdle(b *testing.B) {
