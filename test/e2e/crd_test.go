@@ -143,7 +143,10 @@ func testCRDApplyThenGet(t *testing.T, ns string) {
 	r, elapsed, attempts := pollKubectl(t, applied, crdPollTimeout, "get", crdPlural, "-n", ns)
 	t.Logf("kubectl get %s first succeeded %s after kubectl apply returned (%d kubectl runs)",
 		crdPlural, elapsed.Round(time.Millisecond), attempts)
-	if elapsed >= crdUsableWithin {
+	// A first run that succeeds found the resource served at once; its
+	// time is kubectl's own (over a second when the suite loads both
+	// cores). Only a retry says the server was late.
+	if attempts > 1 && elapsed >= crdUsableWithin {
 		t.Errorf("kubectl get %s first succeeded %s after the apply returned, want < %s", crdPlural, elapsed, crdUsableWithin)
 	}
 	if want := "No resources found in " + ns + " namespace.\n"; r.stdout != "" || r.stderr != want {
