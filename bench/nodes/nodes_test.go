@@ -49,6 +49,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeboot/kubeboot/test/harness"
@@ -280,7 +281,7 @@ func watchRunning(b *testing.B, client kubernetes.Interface) *atomic.Int64 {
 	counted := map[string]bool{} // the handler's calls are sequential
 	update := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
-		if !ok || counted[p.Name] || p.Status.Phase != corev1.PodRunning || !ready(p) {
+		if !ok || counted[p.Name] || p.Status.Phase != corev1.PodRunning || !podutil.IsPodReady(p) {
 			return
 		}
 		counted[p.Name] = true
@@ -297,15 +298,6 @@ func watchRunning(b *testing.B, client kubernetes.Interface) *atomic.Int64 {
 		b.Fatal("the Pod informer did not sync")
 	}
 	return &running
-}
-
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func cpu(b *testing.B, pid int) time.Duration {
@@ -334,7 +326,7 @@ func etcdWrites(b *testing.B, client kubernetes.Interface) float64 {
 	var sum float64
 	for line := range strings.Lines(string(raw)) {
 		if !strings.HasPrefix(line, "etcd_requests_total{") ||
-			!(strings.Contains(line, `operation="create"`) || strings.Contains(line, `operation="update"`) || strings.Contains(line, `operation="GuaranteedUpdate"`)) {
+			!(strings.Contains(line, `operation="create"`) || strings.Contains(line, `operation="update"`)) {
 			continue
 		}
 		var v float64

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/klog/v2"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 	"k8s.io/utils/clock"
 	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
 	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
@@ -143,7 +144,7 @@ func waitReady(ctx context.Context, client kubernetes.Interface, count int) erro
 		}
 		ready = 0
 		for _, n := range nodes.Items {
-			if strings.HasPrefix(n.Name, NamePrefix) && nodeReady(&n) {
+			if strings.HasPrefix(n.Name, NamePrefix) && nodeutil.IsNodeReady(&n) {
 				ready++
 			}
 		}
@@ -153,16 +154,6 @@ func waitReady(ctx context.Context, client kubernetes.Interface, count int) erro
 		return fmt.Errorf("%d of %d nodes Ready after %s: %w", ready, count, readyTimeout, err)
 	}
 	return nil
-}
-
-// nodeReady reports whether n's Ready condition is True.
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // newController is kwok's controller for the simulated nodes, with
