@@ -132,6 +132,9 @@ type Config struct {
 	// manifests installed at start. The server is ready (Server.Ready,
 	// /readyz) only once they are established and in discovery.
 	CRDDir string
+	// CRDs are installed at start after CRDDir's, the same way; each
+	// one's Source names it in errors. Default: none.
+	CRDs []CRD
 
 	// EventTTL is --event-ttl. Default: 1h.
 	EventTTL time.Duration
@@ -160,6 +163,10 @@ type Config struct {
 	// system:kubeboot:simulated-nodes. Default: nil, none.
 	SimulatedNodes *simulatednodes.Options
 }
+
+// CRD is a CustomResourceDefinition to install at start, with the source
+// (file and document) its errors name.
+type CRD = crdinstall.CRD
 
 // EtcdConfig points at an external etcd cluster.
 type EtcdConfig struct {
@@ -396,7 +403,12 @@ func (cc *completedConfig) checkFiles() []error {
 		if cc.crds, err = crdinstall.Load(cc.CRDDir); err != nil {
 			errs = append(errs, fmt.Errorf("--crd-dir %s: %w", cc.CRDDir, err))
 		}
+		// The server's refusals name the flag too.
+		for i := range cc.crds {
+			cc.crds[i].Source = "--crd-dir: " + cc.crds[i].Source
+		}
 	}
+	cc.crds = append(cc.crds, cc.CRDs...)
 	if f := cc.clientCAFile(); f != "" {
 		if data, err := os.ReadFile(f); err == nil {
 			if _, err := pki.ParseCertificates(f, data); err != nil {

@@ -8,18 +8,26 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/etcd"
+	"github.com/kubeboot/kubeboot/internal/pki"
+	"github.com/kubeboot/kubeboot/internal/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/storage"
 )
 
 // Server is a control plane ready to Run.
@@ -31,7 +39,14 @@ type Server struct {
 	listener net.Listener
 	url      string
 	admin    *rest.Config
-	ready    chan struct{}
+	ca       *pki.KeyPair
+	// checkpoint is what Reset returns the stored objects to.
+	checkpoint   *storage.Checkpoint
+	checkpointMu sync.Mutex
+	ready        chan struct{}
+	// published is closed once the kubernetes Service exists and lists
+	// this apiserver.
+	published chan struct{}
 	// nodesReady is closed once the simulated nodes are Ready (at once
 	// without any).
 	nodesReady chan struct{}
@@ -49,7 +64,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		return nil, errors.New("controlplane: New needs a config from Config.Complete")
 	}
 	cfg := c.completedConfig
-	s := &Server{cfg: cfg, ready: make(chan struct{}), nodesReady: make(chan struct{}), notifySocket: takeNotifySocket()}
+	s := &Server{cfg: cfg, ready: make(chan struct{}), published: make(chan struct{}), nodesReady: make(chan struct{}), notifySocket: takeNotifySocket()}
 	if !cfg.simulatesNodes() {
 		close(s.nodesReady)
 	}
@@ -75,6 +90,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	}
 	s.url = certs.serverURL
 	s.admin = certs.adminConfig
+	s.ca = certs.ca
 
 	if len(cfg.Etcd.Servers) == 0 {
 		s.etcd, err = etcd.Start(ctx, etcd.Config{Dir: filepath.Join(cfg.DataDir, "etcd")})
@@ -167,11 +183,80 @@ func (s *Server) URL() string { return s.url }
 // certificate of admin.kubeconfig).
 func (s *Server) AdminConfig() *rest.Config { return rest.CopyConfig(s.admin) }
 
+// UserConfig returns a client config that authenticates as user in groups,
+// with a client certificate the cluster CA signs in memory: what a test
+// needs to act as someone other than the admin (RBAC checks).
+func (s *Server) UserConfig(user string, groups []string) (*rest.Config, error) {
+	if user == "" {
+		return nil, errors.New("a user name is required")
+	}
+	kp, err := pki.NewClient(s.ca, user, groups)
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.AnonymousClientConfig(s.admin)
+	cfg.CAData = s.admin.CAData
+	cfg.CertData, cfg.KeyData = kp.CertPEM, kp.KeyPEM
+	return cfg, nil
+}
+
+// resetKeeps are the keys, below the etcd prefix, that Reset leaves as
+// they are: the control plane's own moving state. Leases in the system
+// namespaces are heartbeats and leader locks (apiservers, controllers,
+// nodes), masterleases the kubernetes endpoints' liveness, and
+// kube-system's ServiceAccounts and Secrets the in-process controllers'
+// credentials: turned back or recreated with a new UID, their tokens
+// would stop working.
+var resetKeeps = []string{
+	"masterleases/",
+	"leases/kube-system/",
+	"leases/kube-node-lease/",
+	"serviceaccounts/kube-system/",
+	"secrets/kube-system/",
+}
+
+// Checkpoint records every object the server stores now; Reset returns
+// the stored objects to it.
+func (s *Server) Checkpoint(ctx context.Context) error {
+	cp, err := storage.NewCheckpoint(ctx, s.etcdCli, s.cfg.Etcd.Prefix, resetKeeps...)
+	if err != nil {
+		return err
+	}
+	s.checkpointMu.Lock()
+	defer s.checkpointMu.Unlock()
+	s.checkpoint = cp
+	return nil
+}
+
+// Reset returns the stored objects to the last Checkpoint: objects created
+// since are deleted, objects changed or deleted since are written back
+// (with new resourceVersions), except the control plane's own leases and
+// credentials (resetKeeps). Clients and informers see it as events.
+func (s *Server) Reset(ctx context.Context) error {
+	s.checkpointMu.Lock()
+	defer s.checkpointMu.Unlock()
+	if s.checkpoint == nil {
+		return errors.New("reset without a checkpoint")
+	}
+	deleted, written, err := s.checkpoint.Restore(ctx, s.etcdCli)
+	if err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Reset the stored objects to the checkpoint", "deleted", deleted, "written", written)
+	return nil
+}
+
 // AdminKubeconfig is the path of the admin kubeconfig.
 func (s *Server) AdminKubeconfig() string { return filepath.Join(s.cfg.DataDir, adminKubeconfigName) }
 
 // Ready is closed once /readyz answers 200.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Published is closed once the bootstrap controller, which starts after
+// Ready, has created the kubernetes Service and published this apiserver
+// in its EndpointSlice (with --endpoint-reconciler-type=none, once the
+// Service exists): the state a test harness calls fresh.
+func (s *Server) Published() <-chan struct{} { return s.published }
 
 // SimulatedNodesReady is closed once the simulated nodes
 // (Config.SimulatedNodes) are Ready, after Ready; at once without any.
@@ -281,6 +366,35 @@ func (s *Server) watchReady(ctx context.Context) {
 	logger.Info("kubeboot apiserver is ready", "url", s.url, "kubeconfig", s.AdminKubeconfig())
 	if err := notifySystemd(s.notifySocket); err != nil {
 		logger.Error(err, "Notifying systemd")
+	}
+	s.watchPublished(ctx)
+}
+
+// watchPublished closes s.published once the kubernetes Service exists
+// and, unless no reconciler runs, its EndpointSlice lists this apiserver.
+func (s *Server) watchPublished(ctx context.Context) {
+	client, err := kubernetes.NewForConfig(s.api.Loopback)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Building the client that waits for the kubernetes Service")
+		return
+	}
+	err = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if _, err := client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, reconcilers.ServiceName, metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		if s.cfg.reconciler == reconcilers.None {
+			return true, nil
+		}
+		slice, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Get(ctx, reconcilers.ServiceName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return slices.ContainsFunc(slice.Endpoints, func(e discoveryv1.Endpoint) bool {
+			return slices.Contains(e.Addresses, s.cfg.advertiseAddr.String())
+		}), nil
+	})
+	if err == nil {
+		close(s.published)
 	}
 }
 

@@ -31,7 +31,8 @@ const DefaultStartTimeout = time.Minute
 // Options configures a test server. The zero value works.
 type Options struct {
 	// DataDir holds etcd data and certificates. Default: a fresh
-	// t.TempDir(), removed after the test.
+	// temporary directory, removed when the server stops (or, if the test
+	// binary exits without stopping it, by the next server started).
 	DataDir string
 	// BindAddress is where the server listens, on a free port.
 	// Default: 127.0.0.1.
@@ -84,6 +85,8 @@ type Server struct {
 	// Kubeconfig is the path of the admin kubeconfig, for tools like kubectl.
 	Kubeconfig string
 
+	cp      *controlplane.Server
+	tempDir string // removed by Stop
 	cancel  context.CancelFunc
 	done    chan error
 	stopErr error
@@ -94,7 +97,7 @@ type Server struct {
 // it cannot. The server stops when the test ends.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s, err := StartServer(opts, t.TempDir)
+	s, err := StartServer(opts)
 	if err != nil {
 		t.Fatalf("kubeboottest: %v", err)
 	}
@@ -106,9 +109,23 @@ func Start(t testing.TB, opts Options) *Server {
 	return s
 }
 
-// StartServer is Start without a testing.TB: tempDir provides the data
-// directory when Options.DataDir is empty. The caller must Stop it.
-func StartServer(opts Options, tempDir func() string) (*Server, error) {
+// StartServer is Start without a testing.TB; the caller must Stop it.
+// Without Options.DataDir the server's data is in a temporary directory
+// that Stop removes; if the process exits first, the next StartServer (of
+// any test binary) removes it.
+func StartServer(opts Options) (_ *Server, err error) {
+	tempDir := ""
+	if opts.DataDir == "" {
+		if tempDir, err = NewTempDir(); err != nil {
+			return nil, err
+		}
+		opts.DataDir = tempDir
+		defer func() {
+			if err != nil {
+				_ = os.RemoveAll(tempDir)
+			}
+		}()
+	}
 	cfg := controlplane.Config{
 		DataDir:     opts.DataDir,
 		BindAddress: opts.BindAddress,
@@ -121,9 +138,6 @@ func StartServer(opts Options, tempDir func() string) (*Server, error) {
 		ServiceClusterIPRange: "10.0.0.0/24",
 	}
 	cfg.Server.AdvertiseAddress = opts.AdvertiseAddress
-	if cfg.DataDir == "" {
-		cfg.DataDir = tempDir()
-	}
 	if cfg.BindAddress == nil {
 		cfg.BindAddress = net.IPv4(127, 0, 0, 1)
 	}
@@ -161,6 +175,8 @@ func StartServer(opts Options, tempDir func() string) (*Server, error) {
 		URL:        srv.URL(),
 		DataDir:    completed.DataDir,
 		Kubeconfig: srv.AdminKubeconfig(),
+		cp:         srv,
+		tempDir:    tempDir,
 		cancel:     cancel,
 		done:       make(chan error, 1),
 	}
@@ -174,7 +190,7 @@ func StartServer(opts Options, tempDir func() string) (*Server, error) {
 	for _, stage := range []struct {
 		ready <-chan struct{}
 		what  string
-	}{{srv.Ready(), "server"}, {srv.SimulatedNodesReady(), "simulated nodes"}} {
+	}{{srv.Ready(), "server"}, {srv.Published(), "kubernetes Service"}, {srv.SimulatedNodesReady(), "simulated nodes"}} {
 		select {
 		case <-stage.ready:
 		case err := <-s.done:
@@ -188,7 +204,38 @@ func StartServer(opts Options, tempDir func() string) (*Server, error) {
 			return nil, fmt.Errorf("%s not ready after %s", stage.what, timeout)
 		}
 	}
+	if err := s.Checkpoint(context.Background()); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
 	return s, nil
+}
+
+// Checkpoint records every object the server stores now as its fresh
+// state, for Reset. Start takes one once the server is ready; take another
+// to make what a suite set up (fixtures, webhook configurations) part of
+// the fresh state.
+func (s *Server) Checkpoint(ctx context.Context) error { return s.cp.Checkpoint(ctx) }
+
+// Reset returns the server to its last Checkpoint, as a fresh server
+// between tests without starting one: objects created since are deleted
+// (namespaces and their contents, CRDs and their custom resources, ...),
+// objects changed or deleted since are written back. The control plane's
+// own heartbeats, leader leases and kube-system's ServiceAccounts and
+// Secrets are left as they are. Clients and informers see the changes as
+// watch events; a list after Reset returns sees them all.
+func (s *Server) Reset(ctx context.Context) error { return s.cp.Reset(ctx) }
+
+// UserConfig returns a client config for user in groups (a client
+// certificate signed by the server's CA), to act as someone other than the
+// admin, for example to test RBAC rules.
+func (s *Server) UserConfig(user string, groups ...string) (*rest.Config, error) {
+	cfg, err := s.cp.UserConfig(user, groups)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS = s.Config.QPS
+	return cfg, nil
 }
 
 // Stop shuts the server down gracefully and waits for it; it is safe to
@@ -197,6 +244,9 @@ func (s *Server) Stop() error {
 	s.once.Do(func() {
 		s.cancel()
 		s.stopErr = <-s.done
+		if s.tempDir != "" {
+			s.stopErr = errors.Join(s.stopErr, os.RemoveAll(s.tempDir))
+		}
 	})
 	return s.stopErr
 }
@@ -219,16 +269,7 @@ func Main(opts Options, run func(*Server) int) {
 }
 
 func runMain(opts Options, run func(*Server) int) int {
-	if opts.DataDir == "" {
-		dir, err := os.MkdirTemp("", "kubeboottest-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "kubeboottest:", err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		opts.DataDir = dir
-	}
-	srv, err := StartServer(opts, nil)
+	srv, err := StartServer(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubeboottest: starting the server:", err)
 		return 1

@@ -162,7 +162,7 @@ func (s *Server) addAggregatorHooks(cfg Config) error {
 	}))
 }
 
-// addCRDInstaller installs the --crd-dir CRDs once the chain serves. The
+// addCRDInstaller installs the CRDs (--crd-dir, Config.CRDs) once the chain serves. The
 // hook returns when they are established and in discovery, so /readyz
 // waits for them; a refused CRD stops the server through s.failed.
 func (s *Server) addCRDInstaller(crds []crdinstall.CRD) error {
@@ -186,7 +186,7 @@ func (s *Server) addCRDInstaller(crds []crdinstall.CRD) error {
 			return s.readyExcept(ctx, "poststarthook/"+hookCRDInstaller), nil
 		}
 		if wait.PollUntilContextCancel(hc, 50*time.Millisecond, true, othersReady) == nil {
-			s.failed <- fmt.Errorf("--crd-dir: %w", err)
+			s.failed <- fmt.Errorf("installing CustomResourceDefinitions: %w", err)
 		}
 		// Never report ready with CRDs missing.
 		<-hc.Done()

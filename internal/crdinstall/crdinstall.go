@@ -63,7 +63,7 @@ func Load(dir string) ([]CRD, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		found, err := loadFile(path)
+		found, err := LoadFile(path)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -80,7 +80,9 @@ func Load(dir string) ([]CRD, error) {
 	return crds, errors.Join(errs...)
 }
 
-func loadFile(path string) ([]CRD, error) {
+// LoadFile reads the CustomResourceDefinitions of one file, as Load does
+// for each file of a directory.
+func LoadFile(path string) ([]CRD, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

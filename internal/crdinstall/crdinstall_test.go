@@ -140,7 +140,9 @@ func TestLoad(t *testing.T) {
 // do: the first request after Start must find them.
 func TestStartWithCRDDir(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"crds.yaml": crdYAML("Widget") + "---\n" + crdYAML("Gadget")})
-	srv := kubeboottest.Start(t, kubeboottest.Options{CRDDir: dir})
+	// A data dir of the test's: the server restarts on it below.
+	dataDir := t.TempDir()
+	srv := kubeboottest.Start(t, kubeboottest.Options{CRDDir: dir, DataDir: dataDir})
 	ctx := context.Background()
 
 	disco := discovery.NewDiscoveryClientForConfigOrDie(srv.Config)
@@ -187,7 +189,7 @@ func TestStartWithCRDDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "crds.yaml"), []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv = kubeboottest.Start(t, kubeboottest.Options{CRDDir: dir, DataDir: srv.DataDir})
+	srv = kubeboottest.Start(t, kubeboottest.Options{CRDDir: dir, DataDir: dataDir})
 	client = apiextensionsclient.NewForConfigOrDie(srv.Config)
 	crd, err = client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.com", metav1.GetOptions{})
 	if err != nil {
@@ -211,7 +213,7 @@ func TestStartWithRefusedCRD(t *testing.T) {
 	bad := strings.Replace(crdYAML("Widget"), "name: widgets.example.com", "name: widgets.other.com", 1)
 	dir := writeFiles(t, map[string]string{"bad.yaml": bad})
 	start := time.Now()
-	_, err := kubeboottest.StartServer(kubeboottest.Options{CRDDir: dir}, t.TempDir)
+	_, err := kubeboottest.StartServer(kubeboottest.Options{CRDDir: dir})
 	if err == nil {
 		t.Fatal("StartServer with a refused CRD succeeded")
 	}

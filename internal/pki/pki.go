@@ -123,9 +123,19 @@ func EnsureClient(dir, name string, ca *KeyPair, user string, groups []string) (
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	kp, err := NewClient(ca, user, groups)
+	if err != nil {
+		return nil, err
+	}
+	return kp, kp.write(certPath, keyPath)
+}
+
+// NewClient issues a client certificate signed by ca for user and groups
+// without writing it anywhere (a test harness's extra users).
+func NewClient(ca *KeyPair, user string, groups []string) (*KeyPair, error) {
 	tmpl := leafTemplate(user, groups)
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	return issue(ca, tmpl, certPath, keyPath)
+	return sign(ca, tmpl)
 }
 
 // NewServing issues a serving certificate signed by ca without writing it

@@ -1,0 +1,200 @@
+package envtest_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeboot/kubeboot/kubeboottest/envtest"
+)
+
+const gadgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  names: {kind: Gadget, plural: gadgets, singular: gadget, listKind: GadgetList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`
+
+func writeFile(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func start(t *testing.T, env *envtest.Environment) *rest.Config {
+	t.Helper()
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return cfg
+}
+
+// TestCRDSources: CRDs from a directory, a single file and objects are
+// installed and served when Start returns; Environment.CRDs lists them.
+func TestCRDSources(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "gadgets.yaml", gadgetCRD)
+	writeFile(t, dir, "kustomization.yaml", "resources:\n- gadgets.yaml\n")
+	single := writeFile(t, t.TempDir(), "widgets.yaml", strings.NewReplacer("gadget", "widget", "Gadget", "Widget").Replace(gadgetCRD))
+	thing := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "things.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "Thing", Plural: "things", ListKind: "ThingList"},
+			Scope: apiextensionsv1.ClusterScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true),
+				}},
+			}},
+		},
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{dir, filepath.Join(dir, "missing")},
+		CRDInstallOptions: envtest.CRDInstallOptions{Paths: []string{single}},
+		CRDs:              []*apiextensionsv1.CustomResourceDefinition{thing},
+	}
+	cfg := start(t, env)
+	client := kubernetes.NewForConfigOrDie(cfg)
+	resources, err := client.Discovery().ServerResourcesForGroupVersion("example.com/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range resources.APIResources {
+		names = append(names, r.Name)
+	}
+	if got := strings.Join(names, ","); !strings.Contains(got, "gadgets") || !strings.Contains(got, "widgets") || !strings.Contains(got, "things") {
+		t.Errorf("example.com/v1 serves %s, want gadgets, widgets and things", got)
+	}
+	if len(env.CRDs) != 3 {
+		t.Errorf("Environment.CRDs after Start: %d, want the 3 installed", len(env.CRDs))
+	}
+	if len(env.KubeConfig) == 0 {
+		t.Error("Environment.KubeConfig is empty after Start")
+	}
+}
+
+// TestCRDErrors: a CRD that cannot be read or that the server refuses
+// fails Start with the file, the object and the reason; a missing path is
+// an error with ErrorIfCRDPathMissing.
+func TestCRDErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		env  *envtest.Environment
+		want []string
+	}{{
+		name: "malformed",
+		env:  &envtest.Environment{CRDDirectoryPaths: []string{writeFile(t, dir, "broken.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: [\n")}},
+		want: []string{"broken.yaml"},
+	}, {
+		name: "refused by the server",
+		env: &envtest.Environment{CRDDirectoryPaths: []string{writeFile(t, dir, "refused.yaml",
+			strings.Replace(gadgetCRD, "scope: Namespaced", "scope: Everywhere", 1))}},
+		want: []string{"refused.yaml", "gadgets.example.com", "spec.scope", "Unsupported value"},
+	}, {
+		name: "missing path",
+		env:  &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(dir, "nowhere")}, ErrorIfCRDPathMissing: true},
+		want: []string{"nowhere", "no such file"},
+	}, {
+		name: "existing cluster",
+		env:  &envtest.Environment{UseExistingCluster: ptr.To(true)},
+		want: []string{"UseExistingCluster"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.env.Start()
+			if err == nil {
+				_ = tc.env.Stop()
+				t.Fatal("Start succeeded")
+			}
+			t.Logf("Start: %v", err)
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Start error %q does not contain %q", err, w)
+				}
+			}
+			if tc.env.Server != nil {
+				t.Error("a failed Start left a server")
+			}
+		})
+	}
+}
+
+// TestAddUser: a provisioned user authenticates as itself and RBAC
+// applies to it.
+func TestAddUser(t *testing.T) {
+	env := &envtest.Environment{}
+	cfg := start(t, env)
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cfg)
+	user, err := env.AddUser(envtest.User{Name: "alice", Groups: []string{"readers"}}, &rest.Config{QPS: 100, Burst: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := kubernetes.NewForConfigOrDie(user.Config())
+	review, err := alice.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := review.Status.UserInfo; info.Username != "alice" || !strings.Contains(strings.Join(info.Groups, ","), "readers") {
+		t.Errorf("whoami: %+v, want alice in readers", info)
+	}
+	if _, err := alice.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing ConfigMaps before any grant: %v, want Forbidden", err)
+	}
+	// Not the aggregated "view": its rules come from the controller
+	// manager's aggregation controller, which does not run here.
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "configmap-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "readers"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "configmap-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "readers"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("listing ConfigMaps as a reader: %v", err)
+	}
+	if _, err := alice.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("creating a ConfigMap as a reader: %v, want Forbidden", err)
+	}
+}
