@@ -80,10 +80,11 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if cfg.UseFreePort {
 		port = 0
 	}
-	s.listener, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddress.String(), strconv.Itoa(port)))
+	l, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress.String(), strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("--secure-port %d on --bind-address %s: %w", port, cfg.BindAddress, err)
 	}
+	s.listener = newClosingListener(l)
 	certs, err := ensureCertificates(cfg, s.listener.Addr().(*net.TCPAddr).Port)
 	if err != nil {
 		return nil, err

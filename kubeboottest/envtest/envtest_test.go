@@ -2,17 +2,25 @@ package envtest_test
 
 import (
 	"context"
+	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -196,5 +204,86 @@ func TestAddUser(t *testing.T) {
 	}
 	if _, err := alice.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("creating a ConfigMap as a reader: %v, want Forbidden", err)
+	}
+}
+
+// TestMutatingWebhookAnyHandler: a MutatingWebhookConfiguration given as
+// an object, naming a Service as a manifest would, is pointed at the
+// local server; a plain net/http handler serving with the generated
+// certificate in LocalServingCertDir is called and its patch applied.
+func TestMutatingWebhookAnyHandler(t *testing.T) {
+	path := "/mutate-configmaps"
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	env := &envtest.Environment{WebhookInstallOptions: envtest.WebhookInstallOptions{
+		MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{{
+			ObjectMeta: metav1.ObjectMeta{Name: "label-configmaps"},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name:                    "label.kubeboot.test",
+				AdmissionReviewVersions: []string{"v1"},
+				SideEffects:             &none,
+				FailurePolicy:           &fail,
+				ClientConfig: admissionregistrationv1.WebhookClientConfig{
+					Service: &admissionregistrationv1.ServiceReference{Namespace: "system", Name: "webhook-service", Path: &path},
+				},
+				Rules: []admissionregistrationv1.RuleWithOperations{{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "default"}},
+			}},
+		}},
+	}}
+	cfg := start(t, env)
+	hooks := env.WebhookInstallOptions
+	called := make(chan struct{}, 10)
+	mux := http.NewServeMux()
+	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		review := &admissionv1.AdmissionReview{}
+		if err := json.NewDecoder(r.Body).Decode(review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		called <- struct{}{}
+		patch := admissionv1.PatchTypeJSONPatch
+		review.Response = &admissionv1.AdmissionResponse{
+			UID: review.Request.UID, Allowed: true, PatchType: &patch,
+			Patch: []byte(`[{"op":"add","path":"/metadata/labels","value":{"mutated":"yes"}}]`),
+		}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(review)
+	})
+	srv := &http.Server{Addr: net.JoinHostPort(hooks.LocalServingHost, strconv.Itoa(hooks.LocalServingPort)), Handler: mux}
+	go func() {
+		_ = srv.ListenAndServeTLS(filepath.Join(hooks.LocalServingCertDir, "tls.crt"), filepath.Join(hooks.LocalServingCertDir, "tls.key"))
+	}()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	client := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	var created *corev1.ConfigMap
+	// The handler's server may take a moment to listen; the webhook
+	// fails closed until it does.
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		created, err = client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mutated"}}, metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("creating a ConfigMap through the webhook: %v", err)
+	}
+	if created.Labels["mutated"] != "yes" {
+		t.Errorf("ConfigMap labels %v, want the webhook's mutated=yes", created.Labels)
+	}
+	if len(called) == 0 {
+		t.Error("the handler was not called")
+	}
+	stored, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "label-configmaps", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := stored.Webhooks[0].ClientConfig
+	if cc.Service != nil || cc.URL == nil || !strings.HasSuffix(*cc.URL, path) || len(cc.CABundle) == 0 {
+		t.Errorf("stored client config %+v, want a URL ending in %s and a CA bundle", cc, path)
 	}
 }
