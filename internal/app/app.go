@@ -20,6 +20,7 @@ var serverAliases = map[string]string{
 	"kube-apiserver":          "apiserver",
 	"kube-controller-manager": "controller-manager",
 	"kube-scheduler":          "scheduler",
+	"kube-proxy":              "proxy",
 }
 
 // ServerForName returns the server a binary invoked as argv0 runs directly
@@ -61,9 +62,10 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
   kubeboot apiserver            the Kubernetes API server, on embedded or external etcd
   kubeboot controller-manager   kube-controller-manager
   kubeboot scheduler            kube-scheduler
+  kubeboot proxy                kube-proxy (nftables or iptables)
 
 A link to this binary named after a server (kube-apiserver,
-kube-controller-manager, kube-scheduler) runs that server.`,
+kube-controller-manager, kube-scheduler, kube-proxy) runs that server.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -79,6 +81,6 @@ kube-controller-manager, kube-scheduler) runs that server.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newVersionCommand())
 	return root
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"github.com/spf13/cobra"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
@@ -25,5 +26,17 @@ func newSchedulerCommand() *cobra.Command {
 	cmd.Use = "scheduler"
 	cmd.Aliases = []string{"kube-scheduler"}
 	cmd.Short = "Run the Kubernetes scheduler"
+	return cmd
+}
+
+// newProxyCommand is upstream's kube-proxy command, unchanged but for its
+// name: its flags and config file, nftables, iptables and ipvs modes
+// (--proxy-mode), health and metrics ports. It programs the host's network
+// for Services, so it runs as root on a node.
+func newProxyCommand() *cobra.Command {
+	cmd := proxy.NewProxyCommand()
+	cmd.Use = "proxy"
+	cmd.Aliases = []string{"kube-proxy"}
+	cmd.Short = "Run the Kubernetes network proxy"
 	return cmd
 }
