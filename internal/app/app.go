@@ -21,6 +21,7 @@ var serverAliases = map[string]string{
 	"kube-controller-manager": "controller-manager",
 	"kube-scheduler":          "scheduler",
 	"kube-proxy":              "proxy",
+	"kubelet":                 "kubelet",
 }
 
 // ServerForName returns the server a binary invoked as argv0 runs directly
@@ -63,9 +64,11 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
   kubeboot controller-manager   kube-controller-manager
   kubeboot scheduler            kube-scheduler
   kubeboot proxy                kube-proxy (nftables or iptables)
+  kubeboot kubelet              the kubelet (cgroup v2 and a CRI runtime such as containerd)
 
 A link to this binary named after a server (kube-apiserver,
-kube-controller-manager, kube-scheduler, kube-proxy) runs that server.`,
+kube-controller-manager, kube-scheduler, kube-proxy, kubelet) runs that
+server.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -81,6 +84,6 @@ kube-controller-manager, kube-scheduler, kube-proxy) runs that server.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newVersionCommand())
 	return root
 }
