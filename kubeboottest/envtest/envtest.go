@@ -29,6 +29,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -283,11 +284,18 @@ func (te *Environment) AddUser(user User, baseConfig *rest.Config) (*Authenticat
 	return &AuthenticatedUser{User: user, cfg: cfg}, nil
 }
 
+// silenceKlog is done once per process: klog's settings are global, and
+// Environments may start in parallel.
+var silenceKlog sync.Once
+
 func (te *Environment) setUpLogging() {
 	if os.Getenv(attachOutputEnv) == "true" {
 		te.AttachControlPlaneOutput = true
 	}
-	if !te.AttachControlPlaneOutput {
+	if te.AttachControlPlaneOutput {
+		return
+	}
+	silenceKlog.Do(func() {
 		// Errors too: klog copies them to stderr unless the threshold
 		// is above them.
 		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -295,5 +303,5 @@ func (te *Environment) setUpLogging() {
 		_ = fs.Set("stderrthreshold", "FATAL")
 		klog.LogToStderr(false)
 		klog.SetOutput(io.Discard)
-	}
+	})
 }
