@@ -425,9 +425,13 @@ func checkResourceQuota(t *testing.T, client kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	waitUsed(1)
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, third, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("a second Pod once the first one's quota is given back: %v", err)
-	}
+	// Quota admission reads the quota from its own informer, which may
+	// see the status a moment after this client did: retry, as a client
+	// would.
+	eventually(t, 10*time.Second, "a second Pod once the first one's quota is given back", func(ctx context.Context) (bool, string) {
+		_, err := client.CoreV1().Pods(ns).Create(ctx, third, metav1.CreateOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // checkDisruption: a PodDisruptionBudget's status counts its healthy
