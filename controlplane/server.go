@@ -17,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -379,24 +378,31 @@ func (s *Server) watchPublished(ctx context.Context) {
 		klog.FromContext(ctx).Error(err, "Building the client that waits for the kubernetes Service")
 		return
 	}
-	err = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	published := func(ctx context.Context) bool {
 		if _, err := client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, reconcilers.ServiceName, metav1.GetOptions{}); err != nil {
-			return false, nil
+			return false
 		}
 		if s.cfg.reconciler == reconcilers.None {
-			return true, nil
+			return true
 		}
 		slice, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Get(ctx, reconcilers.ServiceName, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false
 		}
 		return slices.ContainsFunc(slice.Endpoints, func(e discoveryv1.Endpoint) bool {
 			return slices.Contains(e.Addresses, s.cfg.advertiseAddr.String())
-		}), nil
-	})
-	if err == nil {
-		close(s.published)
+		})
 	}
+	// Fast at first (tests wait on it), slower if the bootstrap controller
+	// keeps failing.
+	for delay := 10 * time.Millisecond; !published(ctx); delay = min(delay*3/2, time.Second) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+	close(s.published)
 }
 
 // close stops what New started, in reverse order; it is idempotent.

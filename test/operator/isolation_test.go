@@ -17,32 +17,51 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeboot/kubeboot/kubeboottest"
+	"github.com/kubeboot/kubeboot/kubeboottest/envtest"
 	v2 "github.com/kubeboot/kubeboot/test/operator/api/v2"
 )
 
-// TestParallelServers: eight Environments in one test binary, started in
-// parallel, each with the CRDs, webhooks and its own operator; what one
-// stores, the others do not see.
+// TestParallelServers: eight Environments in one test binary, started
+// concurrently and all running at once, each with the CRDs, webhooks and
+// its own operator; what one stores, the others do not see. (Subtests
+// with t.Parallel would run only -parallel, GOMAXPROCS, at a time.)
 func TestParallelServers(t *testing.T) {
 	const servers = 8
-	var mu sync.Mutex
-	urls := map[string]bool{}
+	envs := make([]*envtest.Environment, servers)
+	errs := make([]error, servers)
+	var wg sync.WaitGroup
 	for i := range servers {
+		wg.Go(func() {
+			envs[i] = newEnvironment()
+			envs[i].Controllers = nil
+			_, errs[i] = envs[i].Start()
+		})
+	}
+	wg.Wait()
+	for i, env := range envs {
+		if errs[i] != nil {
+			t.Errorf("server %d: %v", i, errs[i])
+			continue
+		}
+		t.Cleanup(func() {
+			if err := env.Stop(); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+		})
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	hosts := map[string]bool{}
+	for _, env := range envs {
+		hosts[env.Config.Host] = true
+	}
+	if len(hosts) != servers {
+		t.Errorf("%d distinct server addresses for %d servers running at once", len(hosts), servers)
+	}
+	for i, env := range envs {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			t.Parallel()
-			env := newEnvironment()
-			env.Controllers = nil
-			if _, err := env.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := env.Stop(); err != nil {
-					t.Errorf("Stop: %v", err)
-				}
-			})
-			mu.Lock()
-			urls[env.Config.Host] = true
-			mu.Unlock()
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			c, err := startOperator(ctx, env)
@@ -65,11 +84,6 @@ func TestParallelServers(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(func() {
-		if len(urls) != servers {
-			t.Errorf("%d distinct server addresses for %d servers", len(urls), servers)
-		}
-	})
 }
 
 // exitingChildEnv makes the test binary a child that starts an
