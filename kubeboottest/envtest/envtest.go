@@ -189,7 +189,11 @@ func (te *Environment) Start() (_ *rest.Config, err error) {
 	if err := hooks.PrepWithoutInstalling(); err != nil {
 		return nil, fmt.Errorf("envtest: preparing webhooks: %w", err)
 	}
-	if err := pointConversionWebhooks(crds, te.Scheme, hooks); err != nil {
+	convertible := te.Scheme
+	if te.CRDInstallOptions.Scheme != nil {
+		convertible = te.CRDInstallOptions.Scheme
+	}
+	if err := pointConversionWebhooks(crds, convertible, hooks); err != nil {
 		return nil, fmt.Errorf("envtest: %w", err)
 	}
 	// The server installs the CRDs before it is ready and before its

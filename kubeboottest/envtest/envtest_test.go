@@ -287,3 +287,25 @@ func TestMutatingWebhookAnyHandler(t *testing.T) {
 		t.Errorf("stored client config %+v, want a URL ending in %s and a CA bundle", cc, path)
 	}
 }
+
+// TestFreePort: webhook ports come from below the ephemeral range, are
+// free, and are not handed out twice.
+func TestFreePort(t *testing.T) {
+	seen := map[int]bool{}
+	for range 50 {
+		hooks := &envtest.WebhookInstallOptions{LocalServingCertDir: t.TempDir()}
+		if err := hooks.PrepWithoutInstalling(); err != nil {
+			t.Fatal(err)
+		}
+		port := hooks.LocalServingPort
+		if port < 20000 || port >= 32768 || seen[port] {
+			t.Fatalf("port %d: want one in 20000-32767 not handed out before", port)
+		}
+		seen[port] = true
+		l, err := net.Listen("tcp", net.JoinHostPort(hooks.LocalServingHost, strconv.Itoa(port)))
+		if err != nil {
+			t.Fatalf("port %d is not free: %v", port, err)
+		}
+		l.Close()
+	}
+}

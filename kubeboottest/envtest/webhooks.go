@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -50,7 +52,8 @@ type WebhookInstallOptions struct {
 	// LocalServingHost is where the test's webhook server listens.
 	// Default: 127.0.0.1.
 	LocalServingHost string
-	// LocalServingPort is its port. Default: a free one.
+	// LocalServingPort is its port. Default: a free one in 20000-32767,
+	// below the ranges the system hands out for port 0.
 	LocalServingPort int
 	// LocalServingCertDir holds tls.crt and tls.key for the webhook
 	// server. Default: a directory Stop removes.
@@ -308,12 +311,37 @@ func createOrUpdate[T metav1.Object](ctx context.Context, obj T,
 	return err
 }
 
-// freePort returns a port that was free on host a moment ago.
+// Webhook ports are chosen in [portsFrom, portsTo): below the ephemeral
+// ranges (Linux's default 32768-60999, macOS's and Windows' 49152-65535)
+// from which bind(0), as every kubeboot server listens, and outgoing
+// connections take theirs. A port that was free when chosen cannot then
+// go to a server started a moment later, before the webhook server
+// listens on it.
+const portsFrom, portsTo = 20000, 32768
+
+var (
+	portsMu sync.Mutex
+	// portsChosen are the ports freePort handed out in this process.
+	portsChosen = map[int]bool{}
+)
+
+// freePort returns a port free on host, below the ephemeral range, never
+// the same twice in a process.
 func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 200 {
+		port := portsFrom + rand.IntN(portsTo-portsFrom)
+		if portsChosen[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		portsChosen[port] = true
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port on %s in %d-%d", host, portsFrom, portsTo-1)
 }
