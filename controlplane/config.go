@@ -400,7 +400,9 @@ func (cc *completedConfig) checkFiles() []error {
 	}
 	if cc.CRDDir != "" {
 		var err error
-		if cc.crds, err = crdinstall.Load(cc.CRDDir); err != nil {
+		if info, statErr := os.Stat(cc.CRDDir); statErr == nil && !info.IsDir() {
+			errs = append(errs, fmt.Errorf("--crd-dir %s: not a directory", cc.CRDDir))
+		} else if cc.crds, err = crdinstall.Load(cc.CRDDir); err != nil {
 			errs = append(errs, fmt.Errorf("--crd-dir %s: %w", cc.CRDDir, err))
 		}
 		// The server's refusals name the flag too.

@@ -5,17 +5,11 @@
 package crdinstall
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -23,10 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeboot/kubeboot/internal/manifests"
 )
 
 // FieldManager owns the fields the installer applies.
@@ -43,27 +38,22 @@ type CRD struct {
 	Source string
 }
 
-// Load reads every .yaml, .yml and .json file directly in dir and returns
-// the CustomResourceDefinitions they hold, sorted by file name. Documents
-// of other kinds are skipped with a log line, as envtest does (a
+// Load reads the CustomResourceDefinitions of path: a file, or every
+// .yaml, .yml and .json file directly in a directory, sorted by file name.
+// Documents of other kinds are skipped with a log line, as envtest does (a
 // kustomization.yaml often sits beside the CRDs). Malformed documents,
 // unknown fields, CRDs of apiextensions.k8s.io/v1beta1 (no longer served)
 // and a name defined twice are errors naming the file.
-func Load(dir string) ([]CRD, error) {
-	entries, err := os.ReadDir(dir)
+func Load(path string) ([]CRD, error) {
+	files, err := manifests.Files(path)
 	if err != nil {
 		return nil, err
 	}
 	var crds []CRD
 	seen := map[string]string{}
 	var errs []error
-	for _, e := range entries {
-		ext := strings.ToLower(filepath.Ext(e.Name()))
-		if e.IsDir() || (ext != ".yaml" && ext != ".yml" && ext != ".json") {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		found, err := LoadFile(path)
+	for _, file := range files {
+		found, err := loadFile(file)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -80,52 +70,30 @@ func Load(dir string) ([]CRD, error) {
 	return crds, errors.Join(errs...)
 }
 
-// LoadFile reads the CustomResourceDefinitions of one file, as Load does
-// for each file of a directory.
-func LoadFile(path string) ([]CRD, error) {
-	f, err := os.Open(path)
+func loadFile(file string) ([]CRD, error) {
+	docs, err := manifests.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(f))
 	var crds []CRD
-	for doc := 1; ; doc++ {
-		data, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return crds, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		source := fmt.Sprintf("%s (document %d)", path, doc)
-		if len(bytes.TrimSpace(data)) == 0 {
+	for _, doc := range docs {
+		if doc.Kind != "CustomResourceDefinition" {
+			klog.InfoS("Skipping a document that is not a CustomResourceDefinition", "source", doc.Source, "kind", doc.Kind)
 			continue
 		}
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal(data, &meta); err != nil {
-			return nil, fmt.Errorf("%s: %w", source, err)
-		}
-		if meta.Kind == "" && meta.APIVersion == "" {
-			// Only comments, or an empty map.
-			continue
-		}
-		if meta.Kind != "CustomResourceDefinition" {
-			klog.InfoS("Skipping a document that is not a CustomResourceDefinition", "source", source, "kind", meta.Kind)
-			continue
-		}
-		if meta.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
-			return nil, fmt.Errorf("%s: apiVersion %q is not served; CustomResourceDefinitions must be %s", source, meta.APIVersion, apiextensionsv1.SchemeGroupVersion)
+		if doc.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
+			return nil, fmt.Errorf("%s: apiVersion %q is not served; CustomResourceDefinitions must be %s", doc.Source, doc.APIVersion, apiextensionsv1.SchemeGroupVersion)
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(data, crd); err != nil {
-			return nil, fmt.Errorf("%s: %w", source, err)
+		if err := yaml.UnmarshalStrict(doc.Data, crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", doc.Source, err)
 		}
 		if crd.Name == "" {
-			return nil, fmt.Errorf("%s: metadata.name: Required value", source)
+			return nil, fmt.Errorf("%s: metadata.name: Required value", doc.Source)
 		}
-		crds = append(crds, CRD{CustomResourceDefinition: crd, Source: source})
+		crds = append(crds, CRD{CustomResourceDefinition: crd, Source: doc.Source})
 	}
+	return crds, nil
 }
 
 // Install applies crds (server-side apply, so a restart updates what the

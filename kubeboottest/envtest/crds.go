@@ -26,23 +26,13 @@ func (te *Environment) loadCRDs() ([]crdinstall.CRD, error) {
 	var all []crdinstall.CRD
 	var errs []error
 	for _, path := range paths {
-		info, err := os.Stat(path)
+		found, err := crdinstall.Load(path)
 		if errors.Is(err, os.ErrNotExist) && !errorIfMissing {
 			klog.InfoS("Skipping a missing CRD path", "path", path)
 			continue
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("CRD path: %w", err))
-			continue
-		}
-		var found []crdinstall.CRD
-		if info.IsDir() {
-			found, err = crdinstall.Load(path)
-		} else {
-			found, err = crdinstall.LoadFile(path)
-		}
-		if err != nil {
-			errs = append(errs, err)
 			continue
 		}
 		all = append(all, found...)

@@ -1,12 +1,9 @@
 package envtest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -19,12 +16,12 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/internal/manifests"
 	"github.com/kubeboot/kubeboot/internal/pki"
 )
 
@@ -202,94 +199,51 @@ func (o *WebhookInstallOptions) generateCertificates() error {
 func (o *WebhookInstallOptions) readPaths() error {
 	var errs []error
 	for _, path := range o.Paths {
-		err := forEachManifest(path, func(source string, doc []byte) error {
-			var meta metav1.TypeMeta
-			if err := yaml.Unmarshal(doc, &meta); err != nil {
-				return err
-			}
-			if meta.APIVersion != admissionv1.SchemeGroupVersion.String() {
-				return nil
-			}
-			switch meta.Kind {
-			case "MutatingWebhookConfiguration":
-				hook := &admissionv1.MutatingWebhookConfiguration{}
-				if err := yaml.UnmarshalStrict(doc, hook); err != nil {
-					return err
-				}
-				o.MutatingWebhooks = append(o.MutatingWebhooks, hook)
-			case "ValidatingWebhookConfiguration":
-				hook := &admissionv1.ValidatingWebhookConfiguration{}
-				if err := yaml.UnmarshalStrict(doc, hook); err != nil {
-					return err
-				}
-				o.ValidatingWebhooks = append(o.ValidatingWebhooks, hook)
-			}
-			return nil
-		})
+		files, err := manifests.Files(path)
 		if errors.Is(err, os.ErrNotExist) && o.IgnoreErrorIfPathMissing {
 			klog.InfoS("Skipping a missing webhook path", "path", path)
 			continue
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("webhook path: %w", err))
+			continue
+		}
+		for _, file := range files {
+			if err := o.readFile(file); err != nil {
+				errs = append(errs, fmt.Errorf("webhook path: %w", err))
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// forEachManifest calls fn with each non-empty document of path's .yaml,
-// .yml and .json files (path itself, or the files directly in it), and
-// its source: file and document number. An error names the source.
-func forEachManifest(path string, fn func(source string, doc []byte) error) error {
-	info, err := os.Stat(path)
+// readFile adds the webhook configurations of one file; documents of
+// other kinds are skipped.
+func (o *WebhookInstallOptions) readFile(file string) error {
+	docs, err := manifests.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	files := []string{path}
-	if info.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return err
+	for _, doc := range docs {
+		if doc.APIVersion != admissionv1.SchemeGroupVersion.String() {
+			continue
 		}
-		files = files[:0]
-		for _, e := range entries {
-			ext := strings.ToLower(filepath.Ext(e.Name()))
-			if !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
-				files = append(files, filepath.Join(path, e.Name()))
+		switch doc.Kind {
+		case "MutatingWebhookConfiguration":
+			hook := &admissionv1.MutatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc.Data, hook); err != nil {
+				return fmt.Errorf("%s: %w", doc.Source, err)
 			}
-		}
-	}
-	for _, file := range files {
-		if err := forEachDocument(file, fn); err != nil {
-			return err
+			o.MutatingWebhooks = append(o.MutatingWebhooks, hook)
+		case "ValidatingWebhookConfiguration":
+			hook := &admissionv1.ValidatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc.Data, hook); err != nil {
+				return fmt.Errorf("%s: %w", doc.Source, err)
+			}
+			o.ValidatingWebhooks = append(o.ValidatingWebhooks, hook)
 		}
 	}
 	return nil
-}
-
-func forEachDocument(file string, fn func(source string, doc []byte) error) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	for n := 1; ; n++ {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		source := fmt.Sprintf("%s (document %d)", file, n)
-		if err := fn(source, doc); err != nil {
-			return fmt.Errorf("%s: %w", source, err)
-		}
-	}
 }
 
 // createOrUpdate creates obj, or updates the object of its name.
