@@ -70,6 +70,11 @@ type Options struct {
 	// Configure, if set, adjusts the control plane configuration last, for
 	// anything the fields above do not cover.
 	Configure func(*controlplane.Config)
+	// Setup, if set, runs once the server is ready, before Start records
+	// the fresh state Reset returns to: objects it creates (fixtures,
+	// webhook configurations) are kept by Reset. An error stops the
+	// server and fails Start.
+	Setup func(context.Context, *Server) error
 }
 
 // Server is a running test server.
@@ -204,6 +209,12 @@ func StartServer(opts Options) (_ *Server, err error) {
 			return nil, fmt.Errorf("%s not ready after %s", stage.what, timeout)
 		}
 	}
+	if opts.Setup != nil {
+		if err := opts.Setup(context.Background(), s); err != nil {
+			_ = s.Stop()
+			return nil, err
+		}
+	}
 	if err := s.Checkpoint(context.Background()); err != nil {
 		_ = s.Stop()
 		return nil, err
@@ -212,8 +223,8 @@ func StartServer(opts Options) (_ *Server, err error) {
 }
 
 // Checkpoint records every object the server stores now as its fresh
-// state, for Reset. Start takes one once the server is ready; take another
-// to make what a suite set up (fixtures, webhook configurations) part of
+// state, for Reset. Start takes one once the server is ready (after
+// Options.Setup); take another to make what a suite set up later part of
 // the fresh state.
 func (s *Server) Checkpoint(ctx context.Context) error { return s.cp.Checkpoint(ctx) }
 

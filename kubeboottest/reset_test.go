@@ -12,11 +12,16 @@ import (
 	"github.com/kubeboot/kubeboot/kubeboottest"
 )
 
-// TestReset: objects created after the checkpoint go, objects changed or
+// TestReset: what Options.Setup created stays, objects created after the
+// checkpoint go, objects changed or
 // deleted come back, and the server keeps working: the kubernetes
 // Service's ClusterIP stays allocated, a new Service gets an address.
 func TestReset(t *testing.T) {
-	srv := kubeboottest.Start(t, kubeboottest.Options{})
+	fixture := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fixture", Namespace: "default"}}
+	srv := kubeboottest.Start(t, kubeboottest.Options{Setup: func(ctx context.Context, s *kubeboottest.Server) error {
+		_, err := kubernetes.NewForConfigOrDie(s.Config).CoreV1().ConfigMaps("default").Create(ctx, fixture, metav1.CreateOptions{})
+		return err
+	}})
 	client := kubernetes.NewForConfigOrDie(srv.Config)
 	ctx := context.Background()
 
@@ -52,6 +57,9 @@ func TestReset(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "fixture", metav1.GetOptions{}); err != nil {
+		t.Errorf("the fixture Options.Setup created, after Reset: %v", err)
+	}
 	if _, err := client.CoreV1().Namespaces().Get(ctx, "scratch", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("namespace scratch after Reset: %v, want NotFound", err)
 	}

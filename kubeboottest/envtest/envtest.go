@@ -156,8 +156,6 @@ func (te *Environment) Start() (_ *rest.Config, err error) {
 	if timeout == 0 {
 		timeout = kubeboottest.DefaultStartTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	te.setUpLogging()
 	if te.Scheme == nil {
 		te.Scheme = scheme.Scheme
@@ -199,11 +197,19 @@ func (te *Environment) Start() (_ *rest.Config, err error) {
 	// The server installs the CRDs before it is ready and before its
 	// controllers start, so the garbage collector's first discovery finds
 	// them (it rediscovers only every 30 s).
+	// The webhook configurations are installed before Start records the
+	// fresh state Reset returns to; the CRDs already are.
 	srv, err := kubeboottest.StartServer(kubeboottest.Options{
 		DataDir:      filepath.Join(dir, "server"),
 		Controllers:  te.Controllers,
 		StartTimeout: timeout,
 		Configure:    func(c *controlplane.Config) { c.CRDs = crds },
+		Setup: func(_ context.Context, srv *kubeboottest.Server) error {
+			if err := te.WebhookInstallOptions.Install(srv.Config); err != nil {
+				return fmt.Errorf("installing webhooks: %w", err)
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("envtest: starting the control plane: %w", err)
@@ -221,13 +227,6 @@ func (te *Environment) Start() (_ *rest.Config, err error) {
 	te.CRDs = make([]*apiextensionsv1.CustomResourceDefinition, len(crds))
 	for i, crd := range crds {
 		te.CRDs[i] = crd.CustomResourceDefinition
-	}
-	if err := te.WebhookInstallOptions.Install(te.Config); err != nil {
-		return nil, fmt.Errorf("envtest: installing webhooks: %w", err)
-	}
-	// The CRDs and webhooks are part of the state Reset returns to.
-	if err := srv.Checkpoint(ctx); err != nil {
-		return nil, fmt.Errorf("envtest: %w", err)
 	}
 	return te.Config, nil
 }
