@@ -13,9 +13,9 @@ import (
 )
 
 // TestReset: what Options.Setup created stays, objects created after the
-// checkpoint go, objects changed or
-// deleted come back, and the server keeps working: the kubernetes
-// Service's ClusterIP stays allocated, a new Service gets an address.
+// checkpoint go, objects changed or deleted come back, and the server
+// keeps working: the kubernetes Service's ClusterIP stays allocated, a new
+// Service gets an address.
 func TestReset(t *testing.T) {
 	fixture := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fixture", Namespace: "default"}}
 	srv := kubeboottest.Start(t, kubeboottest.Options{Setup: func(ctx context.Context, s *kubeboottest.Server) error {

@@ -17,21 +17,13 @@ import (
 // secure serving of /healthz and /metrics, and every controller it runs
 // by default.
 func newControllerManagerCommand() *cobra.Command {
-	cmd := controllermanager.NewControllerManagerCommand()
-	cmd.Use = "controller-manager"
-	cmd.Aliases = []string{"kube-controller-manager"}
-	cmd.Short = "Run the Kubernetes controller manager"
-	return cmd
+	return renamed(controllermanager.NewControllerManagerCommand(), "controller-manager", "Run the Kubernetes controller manager")
 }
 
 // newSchedulerCommand is upstream's kube-scheduler command, unchanged but
 // for its name.
 func newSchedulerCommand() *cobra.Command {
-	cmd := scheduler.NewSchedulerCommand()
-	cmd.Use = "scheduler"
-	cmd.Aliases = []string{"kube-scheduler"}
-	cmd.Short = "Run the Kubernetes scheduler"
-	return cmd
+	return renamed(scheduler.NewSchedulerCommand(), "scheduler", "Run the Kubernetes scheduler")
 }
 
 // newProxyCommand is upstream's kube-proxy command, unchanged but for its
@@ -39,26 +31,32 @@ func newSchedulerCommand() *cobra.Command {
 // (--proxy-mode), health and metrics ports. It programs the host's network
 // for Services, so it runs as root on a node.
 func newProxyCommand() *cobra.Command {
-	cmd := proxy.NewProxyCommand()
-	cmd.Use = "proxy"
-	cmd.Aliases = []string{"kube-proxy"}
-	cmd.Short = "Run the Kubernetes network proxy"
-	return cmd
+	return renamed(proxy.NewProxyCommand(), "proxy", "Run the Kubernetes network proxy")
 }
 
 // newKubeletCommand is upstream's kubelet command, unchanged but for its
 // name and a check first that the host can run it (cgroup v2, a CRI
 // runtime), which says in one line why not.
 func newKubeletCommand() *cobra.Command {
-	cmd := kubelet.NewKubeletCommand(context.Background())
-	cmd.Use = "kubelet"
-	cmd.Short = "Run the Kubernetes node agent (needs cgroup v2 and a CRI runtime)"
+	cmd := renamed(kubelet.NewKubeletCommand(context.Background()), "kubelet", "Run the Kubernetes node agent (needs cgroup v2 and a CRI runtime)")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if err := kubelethost.Local.Check(args); err != nil {
 			return err
 		}
 		return run(c, args)
+	}
+	return cmd
+}
+
+// renamed gives an upstream command kubeboot's name for it, and as aliases
+// the names a link to the binary may have for it (serverAliases).
+func renamed(cmd *cobra.Command, use, short string) *cobra.Command {
+	cmd.Use, cmd.Short, cmd.Aliases = use, short, nil
+	for alias, server := range serverAliases {
+		if server == use && alias != use {
+			cmd.Aliases = append(cmd.Aliases, alias)
+		}
 	}
 	return cmd
 }

@@ -7,7 +7,11 @@ package operator
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
+	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,10 +20,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1 "github.com/kubeboot/kubeboot/test/operator/api/v1"
@@ -135,4 +146,51 @@ func (v Validator) ValidateUpdate(_ context.Context, _, site *v2.Website) (admis
 // ValidateDelete implements admission.Validator.
 func (Validator) ValidateDelete(context.Context, *v2.Website) (admission.Warnings, error) {
 	return nil, nil
+}
+
+// WebhookServing is where a test environment wants the webhook server:
+// envtest's LocalServingHost, LocalServingPort and LocalServingCertDir.
+type WebhookServing struct {
+	Host    string
+	Port    int
+	CertDir string
+}
+
+// StartManager runs the operator's manager against cfg, its webhook server
+// where serving says, until ctx ends, and returns a client that reads the
+// server directly (not the manager's cache) once the webhook server
+// accepts connections, as a suite's set-up does.
+func StartManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, serving WebhookServing) (client.Client, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:        scheme,
+		WebhookServer: webhook.NewServer(webhook.Options{Host: serving.Host, Port: serving.Port, CertDir: serving.CertDir}),
+		Metrics:       metricsserver.Options{BindAddress: "0"},
+		// Several managers may share a test binary: the controller names
+		// repeat.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := Setup(mgr); err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "The operator's manager stopped")
+		}
+	}()
+	addr := net.JoinHostPort(serving.Host, strconv.Itoa(serving.Port))
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return false, nil
+		}
+		conn.Close()
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook server at %s: %w", addr, err)
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }

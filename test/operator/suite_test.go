@@ -2,22 +2,13 @@ package operator_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kubeboot/kubeboot/kubeboottest/envtest"
 	"github.com/kubeboot/kubeboot/test/operator"
@@ -78,46 +69,10 @@ func runSuite(m *testing.M) int {
 	return m.Run()
 }
 
-// startOperator runs the operator's manager against env, its webhook
-// server where env's WebhookInstallOptions put the webhooks, until ctx
-// ends, and returns once the webhook server accepts connections.
+// startOperator runs the operator's manager against env until ctx ends.
 func startOperator(ctx context.Context, env *envtest.Environment) (client.Client, error) {
-	hooks := &env.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme,
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host:    hooks.LocalServingHost,
-			Port:    hooks.LocalServingPort,
-			CertDir: hooks.LocalServingCertDir,
-		}),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		// Several managers share the test binary: the controller names
-		// repeat.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	hooks := env.WebhookInstallOptions
+	return operator.StartManager(ctx, env.Config, scheme, operator.WebhookServing{
+		Host: hooks.LocalServingHost, Port: hooks.LocalServingPort, CertDir: hooks.LocalServingCertDir,
 	})
-	if err != nil {
-		return nil, err
-	}
-	if err := operator.Setup(mgr); err != nil {
-		return nil, err
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	addr := net.JoinHostPort(hooks.LocalServingHost, strconv.Itoa(hooks.LocalServingPort))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
-		if err == nil {
-			conn.Close()
-			// Assertions read the server, not the manager's cache.
-			return client.New(env.Config, client.Options{Scheme: scheme})
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("webhook server at %s: %w", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

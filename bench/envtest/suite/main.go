@@ -15,12 +15,10 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,17 +29,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kubeboot/kubeboot/kubeboottest/envtest"
 	"github.com/kubeboot/kubeboot/test/harness"
@@ -60,13 +52,6 @@ type Result struct {
 	PeakRSSKiB  int     `json:"peak_rss_kib"`
 	Processes   int     `json:"processes"`
 	FailedTests int     `json:"failed_tests"`
-}
-
-// serving is where a test environment wants the webhook server.
-type serving struct {
-	host    string
-	port    int
-	certDir string
 }
 
 func main() {
@@ -88,7 +73,7 @@ func run(env string, tests int, configDir string) error {
 	crds, hooks := filepath.Join(configDir, "crd"), filepath.Join(configDir, "webhook")
 	var (
 		cfg   *rest.Config
-		where serving
+		where operator.WebhookServing
 		stop  func() error
 	)
 	res := Result{Env: env, Tests: tests}
@@ -98,13 +83,13 @@ func run(env string, tests int, configDir string) error {
 		e := &envtest.Environment{Scheme: scheme, CRDDirectoryPaths: []string{crds}, ErrorIfCRDPathMissing: true,
 			WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{hooks}}}
 		cfg, err = e.Start()
-		where = serving{e.WebhookInstallOptions.LocalServingHost, e.WebhookInstallOptions.LocalServingPort, e.WebhookInstallOptions.LocalServingCertDir}
+		where = operator.WebhookServing{Host: e.WebhookInstallOptions.LocalServingHost, Port: e.WebhookInstallOptions.LocalServingPort, CertDir: e.WebhookInstallOptions.LocalServingCertDir}
 		stop = e.Stop
 	case "envtest":
 		e := &crenvtest.Environment{Scheme: scheme, CRDDirectoryPaths: []string{crds}, ErrorIfCRDPathMissing: true,
 			WebhookInstallOptions: crenvtest.WebhookInstallOptions{Paths: []string{hooks}}}
 		cfg, err = e.Start()
-		where = serving{e.WebhookInstallOptions.LocalServingHost, e.WebhookInstallOptions.LocalServingPort, e.WebhookInstallOptions.LocalServingCertDir}
+		where = operator.WebhookServing{Host: e.WebhookInstallOptions.LocalServingHost, Port: e.WebhookInstallOptions.LocalServingPort, CertDir: e.WebhookInstallOptions.LocalServingCertDir}
 		stop = e.Stop
 	default:
 		return fmt.Errorf("-env %q: want kubeboot or envtest", env)
@@ -115,7 +100,7 @@ func run(env string, tests int, configDir string) error {
 	res.StartMS = ms(time.Since(start))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := startManager(ctx, cfg, scheme, where)
+	c, err := operator.StartManager(ctx, cfg, scheme, where)
 	if err != nil {
 		cancel()
 		_ = stop()
@@ -140,37 +125,6 @@ func run(env string, tests int, configDir string) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// startManager runs the operator against cfg and returns a direct client
-// once the webhook server accepts connections.
-func startManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, where serving) (client.Client, error) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:        scheme,
-		WebhookServer: webhook.NewServer(webhook.Options{Host: where.host, Port: where.port, CertDir: where.certDir}),
-		Metrics:       metricsserver.Options{BindAddress: "0"},
-		Controller:    config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := operator.Setup(mgr); err != nil {
-		return nil, err
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	addr := net.JoinHostPort(where.host, strconv.Itoa(where.port))
-	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
-		if err != nil {
-			return false, nil
-		}
-		conn.Close()
-		return true, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("webhook server at %s: %w", addr, err)
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
-}
 
 // oneTest is one operator test, in namespace ns.
 func oneTest(ctx context.Context, c client.Client, ns string) error {
