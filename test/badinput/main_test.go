@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -316,7 +315,7 @@ type runResult struct {
 func runKubeboot(t testing.TB, args ...string) runResult {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr harness.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -410,23 +409,4 @@ func serveFlags() []string {
 func apiserverArgs(dataDir string, extra ...string) []string {
 	args := append([]string{"apiserver", "--data-dir", dataDir}, serveFlags()...)
 	return append(args, extra...)
-}
-
-// lockedBuffer is a bytes.Buffer safe for a process writing while a test
-// reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

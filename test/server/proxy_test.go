@@ -2,14 +2,12 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,7 +88,7 @@ func TestProxyClusterIP(t *testing.T) {
 		"--metrics-bind-address", net.JoinHostPort(addr, "10249"),
 		"--healthz-bind-address", net.JoinHostPort(addr, "10256"),
 		"--v", "2")
-	var logs lockedBuffer
+	var logs harness.LockedBuffer
 	proxy.Stdout, proxy.Stderr = &logs, &logs
 	if err := proxy.Start(); err != nil {
 		t.Fatal(err)
@@ -153,24 +151,6 @@ func TestProxyClusterIP(t *testing.T) {
 		}
 		return false, got
 	})
-}
-
-// lockedBuffer is a bytes.Buffer safe for a process's two output streams.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestProxyCommand: the binary runs kube-proxy as `kubeboot proxy` and
