@@ -16,6 +16,7 @@ import (
 	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
 	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/common/restfuladapter"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 
 	"github.com/kubeboot/kubeboot/internal/storage"
@@ -54,6 +55,22 @@ func withOpenAPI(c *genericapiserver.Config) {
 	c.OpenAPIConfig.Info.Title = "Kubernetes"
 	c.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openAPIDefinitions, namer)
 	c.OpenAPIV3Config.Info.Title = "Kubernetes"
+	// Set here, or kube-openapi's builders set it on the shared config the
+	// first time they build a document, as a closure over that build's
+	// state: the v2 builder's holds every generated definition (~10 MB
+	// of heap) for the life of the process.
+	c.OpenAPIConfig.GetOperationIDAndTagsFromRoute = operationIDAndTags
+	c.OpenAPIV3Config.GetOperationIDAndTagsFromRoute = operationIDAndTags
+}
+
+// operationIDAndTags names a route's OpenAPI operation as upstream's
+// generic server does.
+func operationIDAndTags(r common.Route) (string, []string, error) {
+	route, ok := r.(*restfuladapter.RouteAdapter)
+	if !ok {
+		return "", nil, fmt.Errorf("route %s %s is not a go-restful route", r.Method(), r.Path())
+	}
+	return openapinamer.GetOperationIDAndTags(route.Route)
 }
 
 // newExtensionsServer builds the apiextensions server: the

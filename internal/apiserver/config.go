@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
+	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/kubernetes/pkg/controlplane"
 	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
@@ -189,6 +190,8 @@ type Server struct {
 	core       *genericapiserver.GenericAPIServer
 	crds       *apiextensionsapiserver.CustomResourceDefinitions
 	aggregator *aggregatorapiserver.APIAggregator
+	// openAPIV3 is the OpenAPI v3 configuration the chain's servers share.
+	openAPIV3 *common.OpenAPIV3Config
 
 	Scheme   *runtime.Scheme
 	Client   kubernetes.Interface
@@ -390,7 +393,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s := &Server{Scheme: legacyscheme.Scheme, Client: client, Loopback: gc.LoopbackClientConfig, inProcessTokens: inProcessTokens,
 		storage: backend, informers: informerFactory, internalClient: internalClient,
 		allocators: allocators, coreProvider: core,
-		core: generic, crds: crds, failed: make(chan error, 1)}
+		core: generic, crds: crds, openAPIV3: coreConfig.OpenAPIV3Config, failed: make(chan error, 1)}
 	if err := s.addHooks(cfg); err != nil {
 		return nil, err
 	}
@@ -590,6 +593,13 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The servers have built what they build from the generated OpenAPI
+	// definitions of DefaultOpenAPIV3Config (the type information of
+	// server-side apply, the eagerly built v3 documents of the apiextensions
+	// server and the aggregator), and kube-openapi builds them anew where
+	// a config has none: held for the process's life they are ~9 MB of an
+	// idle heap of ~45. buildV3 builds its own.
+	s.openAPIV3.Definitions = nil
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)

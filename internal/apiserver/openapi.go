@@ -193,10 +193,19 @@ func (l *lazyV3) document(gv string, protobuf bool) ([]byte, error) {
 // another. builder3 deletes extensions from the config's definitions,
 // which the documents point into, so no document may be handed out (and
 // marshalled) while another is being built.
-func buildV3(services []*restful.WebService, config *common.OpenAPIV3Config) (map[string]*spec3.OpenAPI, error) {
+//
+// The shared config's definitions are gone by then (releaseDefinitions):
+// the documents are built on a copy of the config with its own, built
+// once for all of them.
+func buildV3(services []*restful.WebService, shared *common.OpenAPIV3Config) (map[string]*spec3.OpenAPI, error) {
+	config := *shared
+	config.Definitions = config.GetDefinitions(func(name string) spec.Ref {
+		defName, _ := config.GetDefinitionName(name)
+		return spec.MustCreateRef("#/components/schemas/" + common.EscapeJsonPointer(defName))
+	})
 	docs := make(map[string]*spec3.OpenAPI, len(services))
 	for _, ws := range services {
-		doc, err := builder3.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices([]*restful.WebService{ws}), config)
+		doc, err := builder3.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices([]*restful.WebService{ws}), &config)
 		if err != nil {
 			return nil, err
 		}
