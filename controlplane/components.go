@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -213,6 +214,8 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 	components := []struct {
 		enabled bool
 		user    string
+		// status is the name componentstatuses reports it under, if any.
+		status string
 		// grant, if set, gives user its rights first, through the
 		// apiserver's own client.
 		grant func(context.Context, kubernetes.Interface) error
@@ -221,15 +224,15 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 		needs authorizationv1.ResourceAttributes
 		run   func(context.Context, *rest.Config) error
 	}{
-		{s.cfg.controllerManager != nil, controllermanager.User, nil,
+		{s.cfg.controllerManager != nil, controllermanager.User, "controller-manager", nil,
 			authorizationv1.ResourceAttributes{Namespace: metav1.NamespaceSystem, Verb: "get", Resource: "serviceaccounts"},
 			func(ctx context.Context, c *rest.Config) error {
 				return controllermanager.Run(ctx, s.cfg.controllerManager, c)
 			}},
-		{s.cfg.scheduler != nil, scheduler.User, nil,
+		{s.cfg.scheduler != nil, scheduler.User, "scheduler", nil,
 			authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding"},
 			func(ctx context.Context, c *rest.Config) error { return scheduler.Run(ctx, s.cfg.scheduler, c) }},
-		{s.cfg.simulatesNodes(), simulatednodes.User, simulatednodes.Access,
+		{s.cfg.simulatesNodes(), simulatednodes.User, "", simulatednodes.Access,
 			authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Subresource: "status"},
 			func(ctx context.Context, c *rest.Config) error {
 				return simulatednodes.Run(ctx, s.cfg.SimulatedNodes, c, !s.cfg.allocatesNodeCIDRs(), func() { close(s.nodesReady) })
@@ -244,6 +247,11 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 		if err != nil {
 			fail(err)
 			continue
+		}
+		var state componentState
+		if c.status != "" {
+			state.set(errNotStarted)
+			s.api.SetComponentStatus(c.status, state.get)
 		}
 		wg.Go(func() {
 			if c.grant != nil {
@@ -260,10 +268,42 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 				}
 				return
 			}
-			if err := c.run(ctx, client); err != nil && ctx.Err() == nil {
+			state.set(nil)
+			err := c.run(ctx, client)
+			if err != nil && ctx.Err() == nil {
 				fail(err)
 			}
+			if err == nil {
+				err = errStopped
+			} else {
+				err = fmt.Errorf("%w: %w", errStopped, err)
+			}
+			state.set(err)
 		})
 	}
 	wg.Wait()
+}
+
+var (
+	errNotStarted = errors.New("not started yet")
+	errStopped    = errors.New("stopped")
+)
+
+// componentState is an in-process component's health as
+// componentstatuses reports it: nil while it runs.
+type componentState struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (c *componentState) set(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
+}
+
+func (c *componentState) get() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }

@@ -379,6 +379,7 @@ func New(cfg Config) (_ *Server, err error) {
 		clusterIPs: allocators.clusterIPs,
 		primary:    allocators.primary,
 		ports:      allocators.nodePorts.ForRegistry(),
+		components: newComponentStatuses(backend.Check),
 	}
 	providers, err := storageProviders(gc, core, client, informerFactory, cfg.EventTTL)
 	if err != nil {

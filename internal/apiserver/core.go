@@ -25,6 +25,7 @@ import (
 	corerest "k8s.io/kubernetes/pkg/registry/core/rest"
 	"k8s.io/kubernetes/pkg/registry/core/service/portallocator"
 
+	"k8s.io/kubernetes/pkg/registry/core/componentstatus"
 	endpointsstore "k8s.io/kubernetes/pkg/registry/core/endpoint/storage"
 	limitrangestore "k8s.io/kubernetes/pkg/registry/core/limitrange/storage"
 	nodestore "k8s.io/kubernetes/pkg/registry/core/node/storage"
@@ -39,8 +40,9 @@ import (
 // coreProvider builds the core ("") group from upstream's registries, as
 // kube-apiserver's legacy storage provider does, except that Services
 // allocate through the allocators kubeboot hands in (see services.go)
-// instead of ones the provider would build, and componentstatuses (which
-// probes fixed local ports) is left out.
+// instead of ones the provider would build, and componentstatuses reports
+// on components that run in the process through the components
+// themselves (componentstatuses.go).
 type coreProvider struct {
 	generic    *corerest.GenericConfig
 	loopback   *restclient.Config
@@ -53,6 +55,8 @@ type coreProvider struct {
 	clusterIPs clusterIPAllocators
 	primary    api.IPFamily
 	ports      portallocator.Interface
+	// components are what componentstatuses reports on.
+	components *componentStatuses
 
 	// services is the Services registry, once built: the NodePort repair
 	// loop lists it.
@@ -137,6 +141,9 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 		if utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodVerticalScaling) {
 			storage["pods/resize"] = pods.Resize
 		}
+	}
+	if enabled("componentstatuses") {
+		storage["componentstatuses"] = componentstatus.NewStorage(p.components.list)
 	}
 	if enabled("bindings") {
 		storage["bindings"] = pods.LegacyBinding

@@ -252,15 +252,38 @@ func TestSameAnswers(t *testing.T) {
 		{"OpenAPI v3 of a built-in group", request{method: "GET", path: "/openapi/v3/apis/scheduling.k8s.io/v1"}},
 		{"OpenAPI v3 of apiextensions", request{method: "GET", path: "/openapi/v3/apis/apiextensions.k8s.io/v1"}},
 		{"OpenAPI v3 of apiregistration", request{method: "GET", path: "/openapi/v3/apis/apiregistration.k8s.io/v1"}},
+		// The whole v2 document, which the aggregator merges from the
+		// three servers: paths, operation IDs and definitions.
+		{"OpenAPI v2", request{method: "GET", path: "/openapi/v2"}},
 	}
 	for _, step := range steps {
 		want := peer.do(t, step.req)
 		got := kubeboot.do(t, step.req)
 		if got.code != want.code || got.body != want.body {
-			t.Errorf("%s (%s %s):\nkube-apiserver: %d\n%s\nkubeboot: %d\n%s", step.name, step.req.method, step.req.path,
-				want.code, want.body, got.code, got.body)
+			t.Errorf("%s (%s %s):\nkube-apiserver: %d, kubeboot: %d\n%s", step.name, step.req.method, step.req.path,
+				want.code, got.code, firstDifference(want.body, got.body))
 		}
 	}
+}
+
+// firstDifference shows where two answers part: both whole if they are
+// short, else the lines around the first that differs (an OpenAPI v2
+// document has ~100,000).
+func firstDifference(want, got string) string {
+	const short, around = 60, 8
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	if len(w) <= short && len(g) <= short {
+		return "kube-apiserver:\n" + want + "\nkubeboot:\n" + got
+	}
+	i := 0
+	for i < len(w) && i < len(g) && w[i] == g[i] {
+		i++
+	}
+	lines := func(s []string) string {
+		return strings.Join(s[max(0, i-around):min(len(s), i+around)], "\n")
+	}
+	return fmt.Sprintf("first difference at line %d of %d (kube-apiserver) and %d (kubeboot)\nkube-apiserver:\n%s\nkubeboot:\n%s",
+		i+1, len(w), len(g), lines(w), lines(g))
 }
 
 // TestEtcdDataInterchangeable: objects kubeboot stores are read back the

@@ -119,6 +119,21 @@ func TestServerControllers(t *testing.T) {
 		})
 	})
 
+	t.Run("componentstatuses reports the in-process components and etcd healthy", func(t *testing.T) {
+		want := []string{
+			"NAME                 STATUS    MESSAGE   ERROR",
+			"controller-manager   Healthy   ok        ",
+			"etcd-0               Healthy   ok        ",
+			"scheduler            Healthy   ok        ",
+		}
+		// The server probes the components concurrently: any order.
+		got := strings.Split(strings.TrimSuffix(kubectl(t, srv, "get", "componentstatuses"), "\n"), "\n")
+		slices.Sort(got[1:])
+		if !slices.Equal(got, want) {
+			t.Errorf("kubectl get componentstatuses:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+
 	t.Run("a Deployment's Pods are created and bound to the node", func(t *testing.T) {
 		newNamespace(t, client, "deploy")
 		kubectl(t, srv, "create", "deployment", "web", "-n", "deploy", "--image=nginx", "--replicas=3")
