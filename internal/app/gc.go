@@ -22,23 +22,46 @@ import (
 // again at 200, for a peak RSS ~10% higher (docs/performance.md). It goes
 // back to idleGCPercent, with the heap returned to the OS, once the rate
 // falls below idleAllocRate. An idle server allocates ~0.7 MB/s.
+//
+// The headroom busyGCPercent gives is worth its memory while the heap is
+// small; on a large one (the Pods of thousands of nodes, held by the watch
+// cache and by every component's informers) it tripled the resident set.
+// So under load the target is lowered as the live heap grows, to keep the
+// headroom within busyHeadroom, down to minBusyGCPercent: the Go default,
+// at which each of kube-apiserver's, kube-controller-manager's and
+// kube-scheduler's processes runs.
 const (
 	startupGCPercent = 400
 	idleGCPercent    = 50
 	busyGCPercent    = 200
+	minBusyGCPercent = 100
+	busyHeadroom     = 512 << 20 // bytes
 
 	busyAllocRate = 16 << 20 // bytes/s
 	idleAllocRate = 4 << 20
 	gcLoadPeriod  = time.Second
 )
 
-// heapAllocs is the runtime metric of bytes allocated so far.
-const heapAllocs = "/gc/heap/allocs:bytes"
+// The runtime metrics read: bytes allocated so far, and the heap the last
+// collection found live.
+const (
+	heapAllocs = "/gc/heap/allocs:bytes"
+	heapLive   = "/gc/heap/live:bytes"
+)
+
+// busyPercent is the collector's target under load with live bytes of
+// live heap.
+func busyPercent(live uint64) int {
+	if live == 0 {
+		return busyGCPercent
+	}
+	return int(min(max(busyHeadroom*100/live, minBusyGCPercent), busyGCPercent))
+}
 
 // releaseStartupMemory runs once the server is ready and then follows the
 // load, sampling the allocation rate every gcLoadPeriod until ctx is
 // done. From ready, and whenever the process allocates faster than
-// busyAllocRate, the collector runs at busyGCPercent. Whenever it
+// busyAllocRate, the collector runs at busyPercent of the live heap. Whenever it
 // allocates less than idleAllocRate it runs at idleGCPercent, with the
 // heap returned to the OS; the first time, the executable pages only
 // start-up needed are given back too. So start-up's memory is released
@@ -51,12 +74,13 @@ func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, tuneGC boo
 		return
 	}
 	logger := klog.FromContext(ctx)
-	if tuneGC {
-		debug.SetGCPercent(busyGCPercent)
-	}
-	sample := []metrics.Sample{{Name: heapAllocs}}
+	sample := []metrics.Sample{{Name: heapAllocs}, {Name: heapLive}}
 	metrics.Read(sample)
 	last := sample[0].Value.Uint64()
+	percent := busyPercent(sample[1].Value.Uint64())
+	if tuneGC {
+		debug.SetGCPercent(percent)
+	}
 	busy, trimmed := true, false
 	ticker := time.NewTicker(gcLoadPeriod)
 	defer ticker.Stop()
@@ -71,12 +95,21 @@ func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, tuneGC boo
 		rate := float64(now-last) / gcLoadPeriod.Seconds()
 		last = now
 		switch {
+		case busy && rate >= idleAllocRate:
+			if p := busyPercent(sample[1].Value.Uint64()); p != percent {
+				percent = p
+				if tuneGC {
+					debug.SetGCPercent(percent)
+				}
+				logger.V(4).Info("Garbage collector target follows the live heap", "liveBytes", sample[1].Value.Uint64(), "gcPercent", percent)
+			}
 		case !busy && rate > busyAllocRate:
 			busy = true
+			percent = busyPercent(sample[1].Value.Uint64())
 			if tuneGC {
-				debug.SetGCPercent(busyGCPercent)
+				debug.SetGCPercent(percent)
 			}
-			logger.V(4).Info("Garbage collector target raised under load", "allocBytesPerSecond", int64(rate), "gcPercent", busyGCPercent)
+			logger.V(4).Info("Garbage collector target raised under load", "allocBytesPerSecond", int64(rate), "gcPercent", percent)
 		case busy && rate < idleAllocRate:
 			busy = false
 			if !trimmed {
