@@ -60,6 +60,7 @@ require (
 	github.com/opencontainers/runtime-spec v1.3.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
 	github.com/spf13/cast v1.7.0 // indirect
+	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/wzshiming/ctc v1.2.3 // indirect
@@ -67,6 +68,7 @@ require (
 	github.com/wzshiming/httpseek v0.6.1 // indirect
 	github.com/wzshiming/winseq v0.0.0-20200720163736-7fa652d2b50e // indirect
 	go.opentelemetry.io/contrib/instrumentation/github.com/emicklei/go-restful/otelrestful v0.69.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/cri-streaming v0.37.2 // indirect
 	sigs.k8s.io/knftables v0.0.22 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
@@ -192,10 +194,10 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/cli-runtime v0.37.2 // indirect
 	k8s.io/cloud-provider v0.37.2 // indirect
-	k8s.io/cluster-bootstrap v0.37.2 // indirect
+	k8s.io/cluster-bootstrap v0.37.2
 	k8s.io/controller-manager v0.37.2
 	k8s.io/cri-api v0.37.2 // indirect
-	k8s.io/cri-client v0.37.2 // indirect
+	k8s.io/cri-client v0.37.2
 	k8s.io/csi-translation-lib v0.37.2 // indirect
 	k8s.io/dynamic-resource-allocation v0.37.2 // indirect
 	k8s.io/endpointslice v0.37.2 // indirect

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"k8s.io/client-go/rest"
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 
 	"github.com/kubeboot/kubeboot/internal/pki"
 )
@@ -35,9 +36,12 @@ type certificates struct {
 	// extension apiservers (frontProxyCert/Key, files).
 	frontProxyCA                  *pki.KeyPair
 	frontProxyCert, frontProxyKey string
-	serving                       *pki.KeyPair
-	loopback                      *pki.KeyPair
-	clientCA                      []byte
+	// kubeletClientCert and kubeletClientKey are the files of the client
+	// certificate the server presents to kubelets.
+	kubeletClientCert, kubeletClientKey string
+	serving                             *pki.KeyPair
+	loopback                            *pki.KeyPair
+	clientCA                            []byte
 	// serviceAccountKey is the file of the key that signs service
 	// account tokens.
 	serviceAccountKey string
@@ -68,6 +72,11 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	}
 	if _, err := pki.EnsureClient(dir, "front-proxy-client", frontProxyCA, "front-proxy-client", nil); err != nil {
 		return nil, fmt.Errorf("front proxy client certificate in %s: %w", dir, err)
+	}
+	// kubeadm's apiserver-kubelet-client, under kubeadm's user name, which
+	// a node's RBAC (hostnode) binds to system:kubelet-api-admin.
+	if _, err := pki.EnsureClient(dir, "apiserver-kubelet-client", ca, kubeadmconstants.APIServerKubeletClientCertCommonName, nil); err != nil {
+		return nil, fmt.Errorf("kubelet client certificate in %s: %w", dir, err)
 	}
 	loopback, err := pki.NewServing(ca, pki.ServingSpec{CommonName: "apiserver-loopback-client", DNSNames: []string{"apiserver-loopback-client"}})
 	if err != nil {
@@ -108,9 +117,12 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		frontProxyCA:   frontProxyCA,
 		frontProxyCert: filepath.Join(dir, "front-proxy-client.crt"),
 		frontProxyKey:  filepath.Join(dir, "front-proxy-client.key"),
-		serving:        serving,
-		loopback:       loopback,
-		clientCA:       clientCA,
+
+		kubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
+		kubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
+		serving:           serving,
+		loopback:          loopback,
+		clientCA:          clientCA,
 
 		serviceAccountKey: serviceAccountKey,
 		serverURL:         serverURL,

@@ -199,6 +199,23 @@ func waitAuthorized(ctx context.Context, client *rest.Config, attrs authorizatio
 // authorizedTimeout bounds waitAuthorized.
 const authorizedTimeout = time.Minute
 
+// component is one of the parts runComponents runs.
+type component struct {
+	enabled bool
+	// user is the in-process user it acts as; none for
+	// Config.Components, which reach the server as its clients do.
+	user string
+	// status is the name componentstatuses reports it under, if any.
+	status string
+	// grant, if set, gives user its rights first, through the
+	// apiserver's own client.
+	grant func(context.Context, kubernetes.Interface) error
+	// needs is a request the component's RBAC role allows, and which
+	// it makes as soon as it starts.
+	needs authorizationv1.ResourceAttributes
+	run   func(context.Context, *rest.Config) error
+}
+
 // runComponents runs the in-process components until ctx is done and
 // returns once they have all stopped. A component that cannot start, or
 // stops on its own (kube-controller-manager on a lost lease), sends its
@@ -211,19 +228,7 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 		default:
 		}
 	}
-	components := []struct {
-		enabled bool
-		user    string
-		// status is the name componentstatuses reports it under, if any.
-		status string
-		// grant, if set, gives user its rights first, through the
-		// apiserver's own client.
-		grant func(context.Context, kubernetes.Interface) error
-		// needs is a request the component's RBAC role allows, and which
-		// it makes as soon as it starts.
-		needs authorizationv1.ResourceAttributes
-		run   func(context.Context, *rest.Config) error
-	}{
+	components := []component{
 		{s.cfg.controllerManager != nil, controllermanager.User, "controller-manager", nil,
 			authorizationv1.ResourceAttributes{Namespace: metav1.NamespaceSystem, Verb: "get", Resource: "serviceaccounts"},
 			func(ctx context.Context, c *rest.Config) error {
@@ -238,15 +243,27 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 				return simulatednodes.Run(ctx, s.cfg.SimulatedNodes, c, !s.cfg.allocatesNodeCIDRs(), func() { close(s.nodesReady) })
 			}},
 	}
+	for _, c := range s.cfg.Components {
+		components = append(components, component{enabled: true,
+			run: func(ctx context.Context, _ *rest.Config) error {
+				if err := c.Run(ctx, s); err != nil {
+					return fmt.Errorf("%s: %w", c.Name, err)
+				}
+				return nil
+			}})
+	}
 	var wg sync.WaitGroup
 	for _, c := range components {
 		if !c.enabled {
 			continue
 		}
-		client, err := s.api.ClientConfigFor(c.user)
-		if err != nil {
-			fail(err)
-			continue
+		var client *rest.Config
+		if c.user != "" {
+			var err error
+			if client, err = s.api.ClientConfigFor(c.user); err != nil {
+				fail(err)
+				continue
+			}
 		}
 		var state componentState
 		if c.status != "" {
@@ -262,11 +279,13 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 					return
 				}
 			}
-			if err := waitAuthorized(ctx, client, c.needs); err != nil {
-				if ctx.Err() == nil {
-					fail(fmt.Errorf("%s: %w", c.user, err))
+			if client != nil {
+				if err := waitAuthorized(ctx, client, c.needs); err != nil {
+					if ctx.Err() == nil {
+						fail(fmt.Errorf("%s: %w", c.user, err))
+					}
+					return
 				}
-				return
 			}
 			state.set(nil)
 			err := c.run(ctx, client)

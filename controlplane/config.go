@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -162,6 +163,21 @@ type Config struct {
 	// apiserver is ready (kwok's controllers), as
 	// system:kubeboot:simulated-nodes. Default: nil, none.
 	SimulatedNodes *simulatednodes.Options
+	// Components are more parts of the process that run like the
+	// controller manager and scheduler: started once the server is ready,
+	// stopped before it drains; one that fails stops the server. `kubeboot
+	// server --node` runs the host's kubelet and kube-proxy this way.
+	// Default: none.
+	Components []Component
+}
+
+// Component is one of Config.Components.
+type Component struct {
+	// Name is what its errors and logs say.
+	Name string
+	// Run runs it until ctx is done; s is the server, ready, for what it
+	// needs to reach it (URL, AdminConfig, UserConfig, DataDir).
+	Run func(ctx context.Context, s *Server) error
 }
 
 // CRD is a CustomResourceDefinition to install at start, with the source

@@ -117,6 +117,9 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		ProxyClientKeyFile:  certs.frontProxyKey,
 		RequestHeaderCA:     certs.frontProxyCA.CertPEM,
 
+		KubeletClientCertFile: certs.kubeletClientCert,
+		KubeletClientKeyFile:  certs.kubeletClientKey,
+
 		Authentication:               cfg.Authentication,
 		ServiceAccountSigningKeyFile: signingKey,
 		Authorization:                cfg.Authorization,
@@ -245,6 +248,9 @@ func (s *Server) Reset(ctx context.Context) error {
 	klog.FromContext(ctx).V(2).Info("Reset the stored objects to the checkpoint", "deleted", deleted, "written", written)
 	return nil
 }
+
+// DataDir returns Config.DataDir, defaulted.
+func (s *Server) DataDir() string { return s.cfg.DataDir }
 
 // AdminKubeconfig is the path of the admin kubeconfig.
 func (s *Server) AdminKubeconfig() string { return filepath.Join(s.cfg.DataDir, adminKubeconfigName) }

@@ -44,10 +44,11 @@ const DefaultServiceAccountIssuer = "https://kubernetes.default.svc.cluster.loca
 var anonymousPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
 
 // NewAuthenticationOptions are kubeboot's authentication flags:
-// kube-apiserver's option group with client certificates, a token file and
-// service account tokens (with lookup).
+// kube-apiserver's option group with client certificates, a token file,
+// service account tokens (with lookup) and bootstrap tokens
+// (--enable-bootstrap-token-auth, off by default as in kube-apiserver).
 func NewAuthenticationOptions() *kubeoptions.BuiltInAuthenticationOptions {
-	o := kubeoptions.NewBuiltInAuthenticationOptions().WithClientCert().WithTokenFile().WithServiceAccounts()
+	o := kubeoptions.NewBuiltInAuthenticationOptions().WithClientCert().WithTokenFile().WithServiceAccounts().WithBootstrapToken()
 	o.ServiceAccounts.Issuers = []string{DefaultServiceAccountIssuer}
 	return o
 }

@@ -142,6 +142,11 @@ type Config struct {
 	// RequestHeaderCA is the PEM CA extension apiservers must trust for
 	// the aggregator's proxied requests (front-proxy CA).
 	RequestHeaderCA []byte
+	// KubeletClientCertFile and KubeletClientKeyFile are the client
+	// certificate the server presents to kubelets (pods/log, exec,
+	// nodes/proxy): kube-apiserver's --kubelet-client-certificate and
+	// --kubelet-client-key. Default: none, as kube-apiserver.
+	KubeletClientCertFile, KubeletClientKeyFile string
 	// KubernetesServiceNodePort is --kubernetes-service-node-port.
 	KubernetesServiceNodePort int
 	// EndpointReconcilerType is --endpoint-reconciler-type. Default: lease.
@@ -372,7 +377,7 @@ func New(cfg Config) (_ *Server, err error) {
 	core := &coreProvider{
 		generic:    completed.NewCoreGenericConfig(),
 		loopback:   gc.LoopbackClientConfig,
-		kubelet:    defaultKubeletClientConfig(),
+		kubelet:    kubeletClientConfig(cfg.KubeletClientCertFile, cfg.KubeletClientKeyFile),
 		transport:  proxyTransport,
 		slices:     resolver.slices,
 		authorizer: gc.Authorization.Authorizer,

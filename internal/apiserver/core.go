@@ -232,19 +232,22 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 	return info, nil
 }
 
-// defaultKubeletClientConfig is how kube-apiserver reaches kubelets by
-// default (pods/log, exec, nodes/proxy).
-func defaultKubeletClientConfig() kubeletclient.KubeletClientConfig {
+// kubeletClientConfig is how the server reaches kubelets (pods/log, exec,
+// nodes/proxy), with the client certificate in certFile and keyFile if
+// set. The addresses are tried in kubeadm's order
+// (--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname), not
+// kube-apiserver's, which tries the node's hostname first: a hostname
+// often does not resolve on a small cluster without DNS for its nodes.
+func kubeletClientConfig(certFile, keyFile string) kubeletclient.KubeletClientConfig {
 	return kubeletclient.KubeletClientConfig{
 		Port:         10250,
 		ReadOnlyPort: 10255,
 		PreferredAddressTypes: []string{
-			string(api.NodeHostName),
-			string(api.NodeInternalDNS),
 			string(api.NodeInternalIP),
-			string(api.NodeExternalDNS),
 			string(api.NodeExternalIP),
+			string(api.NodeHostName),
 		},
-		HTTPTimeout: 5 * time.Second,
+		TLSClientConfig: kubeletclient.KubeletTLSConfig{CertFile: certFile, KeyFile: keyFile},
+		HTTPTimeout:     5 * time.Second,
 	}
 }

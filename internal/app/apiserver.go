@@ -43,7 +43,11 @@ there on first start.
 
 The flags are kubeboot apiserver's, plus kube-controller-manager's and
 kube-scheduler's that are tuned most; --controller-manager-arg and --scheduler-arg
-pass any other flag of theirs.`,
+pass any other flag of theirs.
+
+With --node the host is a node too: the kubelet runs as a child process and
+joins through the CSR flow, kube-proxy runs in the process (--kubelet-arg,
+--proxy-arg).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err != nil {

@@ -17,8 +17,10 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/kubernetes/cmd/kubelet/app/options"
+	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	"sigs.k8s.io/yaml"
 )
 
@@ -39,16 +41,11 @@ func (h Host) Check(args []string) error {
 	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || strings.HasPrefix(a, "--version") }) {
 		return nil
 	}
-	fset := pflag.NewFlagSet("kubelet", pflag.ContinueOnError)
-	fset.SetOutput(io.Discard)
-	fset.ParseErrorsAllowlist.UnknownFlags = true
-	flags := options.NewKubeletFlags()
-	cfg, err := options.NewKubeletConfiguration()
+	fset, flags, cfg, err := flagSet()
 	if err != nil {
 		return nil
 	}
-	flags.AddFlags(fset)
-	options.AddKubeletConfigFlags(fset, cfg)
+	fset.ParseErrorsAllowlist.UnknownFlags = true
 	if err := fset.Parse(args); err != nil {
 		return nil
 	}
@@ -83,6 +80,43 @@ func (h Host) Check(args []string) error {
 		return nil
 	}
 	return errors.New("this host cannot run the kubelet: " + strings.Join(problems, "; "))
+}
+
+// ParseArgs parses args as the kubelet's command line (its flags, its
+// configuration's flags and the global ones) and returns its flags, or
+// the error the kubelet would give (an unknown flag, a bad value): what a
+// caller that runs the kubelet later checks up front, to name the flag
+// before anything starts.
+func ParseArgs(args []string) (*options.KubeletFlags, error) {
+	fset, flags, _, err := flagSet()
+	if err != nil {
+		return nil, err
+	}
+	if err := fset.Parse(args); err != nil {
+		return nil, err
+	}
+	if fset.NArg() > 0 {
+		return nil, fmt.Errorf("%q is not a flag (want --name=value)", fset.Args())
+	}
+	return flags, nil
+}
+
+// flagSet is the kubelet's command line as its command builds it: its
+// flags, its configuration's flags and the global ones (-v, ...), and the
+// values they parse into.
+func flagSet() (*pflag.FlagSet, *options.KubeletFlags, *kubeletconfig.KubeletConfiguration, error) {
+	fset := pflag.NewFlagSet("kubelet", pflag.ContinueOnError)
+	fset.SetOutput(io.Discard)
+	fset.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	flags := options.NewKubeletFlags()
+	cfg, err := options.NewKubeletConfiguration()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	flags.AddFlags(fset)
+	options.AddKubeletConfigFlags(fset, cfg)
+	options.AddGlobalFlags(fset)
+	return fset, flags, cfg, nil
 }
 
 // cgroupV2 reports whether CgroupRoot is a cgroup v2 (unified) mount.

@@ -150,6 +150,20 @@ func TestBadServerFlags(t *testing.T) {
 		{"simulated node lease duration under a second", []string{"--simulated-node-lease-duration=500ms"}, "--simulated-node-lease-duration"},
 		{"negative simulated node lease duration", []string{"--simulated-node-lease-duration=-40s"}, "--simulated-node-lease-duration"},
 		{"negative simulated pod startup delay", []string{"--simulated-pod-startup-delay=-1s"}, "--simulated-pod-startup-delay"},
+
+		// The host's node (--node): flags the kubelet and kube-proxy refuse
+		// are refused before anything starts.
+		{"kubelet flag without --node", []string{"--kubelet-arg=--v=2"}, "--kubelet-arg"},
+		{"proxy flag without --node", []string{"--proxy-arg=--v=2"}, "--proxy-arg"},
+		{"unknown kubelet flag", []string{"--node", "--kubelet-arg=--no-such-flag=1"}, "--kubelet-arg"},
+		{"kubelet flag of the wrong type", []string{"--node", "--kubelet-arg=--max-pods=many"}, "--kubelet-arg"},
+		{"kubelet argument not a flag", []string{"--node", "--kubelet-arg=max-pods"}, "--kubelet-arg"},
+		{"unknown kube-proxy flag", []string{"--node", "--proxy-arg=--no-such-flag=1"}, "--proxy-arg"},
+		{"invalid kube-proxy mode", []string{"--node", "--proxy-arg=--proxy-mode=bogus"}, "--proxy-arg"},
+		{"node without bootstrap tokens", []string{"--node", "--enable-bootstrap-token-auth=false"}, "--enable-bootstrap-token-auth"},
+		{"node without CSR signing", []string{"--node", "--controllers=*,-certificatesigningrequest-signing-controller"}, "--controllers"},
+		// A host without a runtime at the endpoint (any host): one line.
+		{"node on a host without a runtime", []string{"--node", "--kubelet-arg=--container-runtime-endpoint=unix:///nonexistent/cri.sock"}, "--node"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

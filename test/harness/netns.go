@@ -41,7 +41,8 @@ func InNetNS(t *testing.T, addrs ...string) bool {
 		script = append(script, fmt.Sprintf("ip addr add %s/32 dev lo", a))
 	}
 	script = append(script, `exec "$@"`)
-	args := []string{"--net", "--", "sh", "-c", strings.Join(script, "\n"), "sh", os.Args[0]}
+	// A mount namespace too: what a kubelet mounts (volumes) goes with it.
+	args := []string{"--net", "--mount", "--", "sh", "-c", strings.Join(script, "\n"), "sh", os.Args[0]}
 	args = append(args, childTestArgs(t)...)
 	cmd := exec.Command("unshare", args...)
 	cmd.Env = append(os.Environ(), netnsEnv+"=1", BinEnv+"="+bin)

@@ -7,9 +7,12 @@ import (
 	"github.com/spf13/pflag"
 	cmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/controllermanager"
+	"github.com/kubeboot/kubeboot/internal/hostnode"
 	"github.com/kubeboot/kubeboot/internal/simulatednodes"
 )
 
@@ -41,6 +44,8 @@ type Server struct {
 	ControllerManager *cmoptions.KubeControllerManagerOptions
 	Scheduler         *schedoptions.Options
 	SimulatedNodes    *simulatednodes.Options
+	// Node is --node: this host as a node too (hostnode).
+	Node *hostnode.Options
 	// ControllerManagerArgs and SchedulerArgs are --controller-manager-arg
 	// and --scheduler-arg: any other flag of the component, parsed by the
 	// component's own flag set.
@@ -63,7 +68,7 @@ func NewServer() (*Server, error) {
 		return nil, err
 	}
 	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: controlplane.NewSchedulerOptions(),
-		SimulatedNodes: controlplane.NewSimulatedNodesOptions()}
+		SimulatedNodes: controlplane.NewSimulatedNodesOptions(), Node: hostnode.NewOptions()}
 	o.controllerManagerFlags = flagSet("kube-controller-manager",
 		cm.Flags(cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases()).FlagSets)
 	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
@@ -94,6 +99,7 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Scheduler.ConfigFile, "scheduler-config", o.Scheduler.ConfigFile,
 		"kube-scheduler's --config: the path to its configuration file (KubeSchedulerConfiguration).")
 	o.SimulatedNodes.AddFlags(fs)
+	o.Node.AddFlags(fs)
 	fs.StringArrayVar(&o.ControllerManagerArgs, "controller-manager-arg", nil,
 		"Another kube-controller-manager flag, as --name=value (repeatable), e.g. --controller-manager-arg=--node-monitor-period=2s.")
 	fs.StringArrayVar(&o.SchedulerArgs, "scheduler-arg", nil,
@@ -135,7 +141,30 @@ func (o *Server) Validate() error {
 	if err := o.ControllerManager.ComponentGlobalsRegistry.Set(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.validateNode())
 	return errors.Join(errs...)
+}
+
+// validateNode checks --node and what it needs of the control plane: the
+// kubelet joins with a bootstrap token (so bootstrap token authentication
+// is on, as kubeadm has it) and gets its certificate from the controller
+// manager's CSR approving and signing controllers.
+func (o *Server) validateNode() error {
+	if !o.Node.Enabled {
+		return o.Node.Validate()
+	}
+	bootstrap := o.ControlPlane.Authentication.BootstrapToken
+	if o.flags != nil && o.flags.Changed("enable-bootstrap-token-auth") && !bootstrap.Enable {
+		return errors.New("--node needs --enable-bootstrap-token-auth: the kubelet joins with a bootstrap token")
+	}
+	bootstrap.Enable = true
+	for _, name := range []string{names.CertificateSigningRequestApprovingController, names.CertificateSigningRequestSigningController} {
+		if !controllermanager.Runs(o.ControllerManager, name) {
+			return fmt.Errorf("--node needs the %s controller (--controllers): the kubelet gets its certificate through it", name)
+		}
+	}
+	// Last, as it looks at the host.
+	return o.Node.Validate()
 }
 
 // Config returns the control plane configuration the flags describe:
@@ -146,5 +175,8 @@ func (o *Server) Config() controlplane.Config {
 	c.ControllerManager = o.ControllerManager
 	c.Scheduler = o.Scheduler
 	c.SimulatedNodes = o.SimulatedNodes
+	if o.Node.Enabled {
+		c.Components = append(c.Components, o.Node.Component())
+	}
 	return c
 }

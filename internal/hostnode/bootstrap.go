@@ -1,0 +1,93 @@
+package hostnode
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	bootstraptokenv1 "k8s.io/kubernetes/cmd/kubeadm/app/apis/bootstraptoken/v1"
+	tokenphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/bootstraptoken/node"
+	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+)
+
+// clusterName names the cluster in the kubeconfigs written here, as in
+// the server's own.
+const clusterName = "kubeboot"
+
+// bootstrapUser names the user of the bootstrap kubeconfig.
+const bootstrapUser = "kubelet-bootstrap"
+
+// setUpTLSBootstrap does what `kubeadm init` does for a node to join: a
+// bootstrap token in kube-system, valid kubeadm's 24 h from now, and the
+// RBAC that lets its holders ask for a node client certificate and has
+// the controller manager approve it (and the renewals of node
+// certificates), and lets the server's kubelet client certificate use the
+// kubelet's API. It writes the kubeconfig with the token to path, for
+// the kubelet's --bootstrap-kubeconfig. A token already in path is kept
+// (and its expiry moved on), so each start does not leave another.
+func setUpTLSBootstrap(client kubernetes.Interface, s *controlplane.Server, path string) error {
+	token, err := tokenIn(path)
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		if token, err = bootstraputil.GenerateBootstrapToken(); err != nil {
+			return err
+		}
+	}
+	ts, err := bootstraptokenv1.NewBootstrapTokenString(token)
+	if err != nil {
+		return err
+	}
+	bt := bootstraptokenv1.BootstrapToken{Token: ts, Description: "The kubelet of kubeboot server --node bootstraps its client certificate with it."}
+	bootstraptokenv1.SetDefaults_BootstrapToken(&bt)
+	if err := tokenphase.UpdateOrCreateTokens(client, false, []bootstraptokenv1.BootstrapToken{bt}); err != nil {
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
+	for _, rbac := range []func(kubernetes.Interface) error{
+		tokenphase.AllowBootstrapTokensToPostCSRs,
+		tokenphase.AllowBootstrapTokensToGetNodes,
+		tokenphase.AutoApproveNodeBootstrapTokens,
+		tokenphase.AutoApproveNodeCertificateRotation,
+		tokenphase.AllowAPIServerToAccessKubeletAPI,
+	} {
+		if err := rbac(client); err != nil {
+			return fmt.Errorf("RBAC for the TLS bootstrap: %w", err)
+		}
+	}
+	admin := s.AdminConfig()
+	return kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithToken(s.URL(), clusterName, bootstrapUser, admin.CAData, token))
+}
+
+// tokenIn returns the bootstrap token of the kubeconfig at path, or ""
+// if there is none or it is not a bootstrap token.
+func tokenIn(path string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("bootstrap kubeconfig: %w", err)
+	}
+	if info := cfg.AuthInfos[bootstrapUser]; info != nil && bootstraputil.IsValidBootstrapToken(info.Token) {
+		return info.Token, nil
+	}
+	return "", nil
+}
+
+// writeUserKubeconfig writes to path a kubeconfig that authenticates as
+// user with a client certificate the cluster CA signs: kube-proxy's
+// system:kube-proxy, which upstream's RBAC bootstrap policy binds to
+// system:node-proxier.
+func writeUserKubeconfig(s *controlplane.Server, path, user string) error {
+	cfg, err := s.UserConfig(user, nil)
+	if err != nil {
+		return err
+	}
+	return kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithCerts(s.URL(), clusterName, user, cfg.CAData, cfg.KeyData, cfg.CertData))
+}

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+// TestServerNode runs `kubeboot server --node` in a private network and
+// mount namespace: the real kubelet 1.37.2 as its child, on upstream's fake
+// CRI runtime (this host has no containerd and cgroup v1, so the test
+// passes --fail-cgroupv1=false and keeps the kubelet out of the host's
+// cgroups), and kube-proxy in the server's process. It checks the node
+// joins through the CSR flow with a bootstrap token, runs a Pod, answers
+// the apiserver on its port with the apiserver's client certificate, and
+// that kube-proxy makes a ClusterIP reach a backend.
+func TestServerNode(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("nft (nftables) is not installed")
+		}
+		t.Skip("nft (nftables) is not installed")
+	}
+	addr := harness.Addr(0)
+	if !harness.InNetNS(t, addr) {
+		return
+	}
+	// A route for locally originated traffic to ClusterIPs, as a node's
+	// default route would be.
+	if out, err := exec.Command("ip", "route", "add", "10.96.0.0/16", "dev", "lo", "src", addr).CombinedOutput(); err != nil {
+		t.Fatalf("ip route add: %v: %s", err, out)
+	}
+	// The kubelet's Pod log directories, in tmpfs of the test's own mount
+	// namespace.
+	for _, dir := range []string{"/var/log/pods", "/var/log/containers"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, ""); err != nil {
+			t.Fatalf("mount tmpfs on %s: %v", dir, err)
+		}
+	}
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nodeName = "node-0"
+	cri := harness.StartFakeCRI(t)
+	// The kubelet makes its root directory a shared mount of itself;
+	// detached, the directory can be removed.
+	kubeletDir := t.TempDir()
+	t.Cleanup(func() { _ = syscall.Unmount(kubeletDir, syscall.MNT_DETACH) })
+	srv := harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"),
+		"--bind-address", addr, "--secure-port", "0", "--service-cluster-ip-range", "10.96.0.0/16",
+		"--node",
+		"--kubelet-arg=--container-runtime-endpoint="+cri,
+		"--kubelet-arg=--fail-cgroupv1=false",
+		"--kubelet-arg=--cgroups-per-qos=false",
+		"--kubelet-arg=--enforce-node-allocatable=",
+		"--kubelet-arg=--fail-swap-on=false",
+		"--kubelet-arg=--root-dir="+kubeletDir,
+		"--kubelet-arg=--hostname-override="+nodeName,
+		"--kubelet-arg=--node-ip="+addr,
+		// nf_conntrack_max is not the namespace's to set.
+		"--proxy-arg=--conntrack-max-per-core=0",
+	)
+	client := srv.MustClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("node joins through the CSR flow", func(t *testing.T) {
+		node := waitNode(ctx, t, client, nodeName)
+		if got := node.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(got, "fakeRuntime://") {
+			t.Errorf("container runtime %q, want upstream's fake runtime", got)
+		}
+		csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bootstrapped bool
+		for _, csr := range csrs.Items {
+			if csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName &&
+				strings.HasPrefix(csr.Spec.Username, "system:bootstrap:") && approved(csr) && len(csr.Status.Certificate) > 0 {
+				bootstrapped = true
+			}
+		}
+		if !bootstrapped {
+			t.Errorf("no approved and issued kubelet client CSR from a bootstrap token among %d CSRs", len(csrs.Items))
+		}
+		// The node's lease is the kubelet's, renewed as system:node:<name>.
+		var holder *string
+		err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			holder = lease.Spec.HolderIdentity
+			return holder != nil && *holder == nodeName, nil
+		})
+		if err != nil {
+			t.Errorf("node lease held by %v, want %s: %v", holder, nodeName, err)
+		}
+	})
+
+	t.Run("a Pod runs on the kubelet", func(t *testing.T) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: metav1.NamespaceDefault},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+		}
+		if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var last *corev1.Pod
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			last, err = client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			return err == nil && last.Status.Phase == corev1.PodRunning && podutil.IsPodReady(last), nil
+		})
+		if err != nil {
+			t.Fatalf("Pod not Running and Ready: %v; last: %+v", err, last.Status)
+		}
+		if last.Spec.NodeName != nodeName || last.Status.PodIP == "" {
+			t.Errorf("Pod on %q with IP %q, want on %s with an IP", last.Spec.NodeName, last.Status.PodIP, nodeName)
+		}
+	})
+
+	t.Run("apiserver reaches the kubelet's port", func(t *testing.T) {
+		// Through nodes/proxy: the kubelet authenticates the apiserver's
+		// kubelet client certificate and asks the apiserver whether it may.
+		body, err := client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", nodeName, "proxy", "pods").DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("nodes/%s/proxy/pods: %v", nodeName, err)
+		}
+		if !strings.Contains(string(body), `"name":"web"`) {
+			t.Errorf("the kubelet's pods do not include web: %.300s", body)
+		}
+	})
+
+	// Last of the Pod's checks, and needed before the test's temporary
+	// directories go: the kubelet unmounts the Pod's volumes before it
+	// confirms the deletion.
+	t.Run("a deleted Pod goes", func(t *testing.T) {
+		if err := client.CoreV1().Pods(metav1.NamespaceDefault).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			_, err := client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Fatalf("Pod still there after its deletion: %v", err)
+		}
+	})
+
+	t.Run("kube-proxy serves a ClusterIP", func(t *testing.T) {
+		backend := listenHello(t, net.JoinHostPort(addr, "8080"))
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: metav1.NamespaceDefault},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+		}
+		svc, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "hello-1", Namespace: svc.Namespace,
+				Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "test"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		}
+		if _, err := client.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		target := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+		var last string
+		err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			last, err = dialHello(target)
+			if err != nil {
+				last = err.Error()
+			}
+			return last == backend, nil
+		})
+		if err != nil {
+			t.Fatalf("%s did not reach the backend: last %q", target, last)
+		}
+	})
+}
+
+// waitNode waits until the node name is Ready.
+func waitNode(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+	var node *corev1.Node
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		node = n
+		return nodeutil.IsNodeReady(n), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s not Ready: %v (last: %+v)", name, err, node)
+	}
+	return node
+}
+
+func approved(csr certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// listenHello serves one greeting line per connection on address until
+// the test ends, and returns the line.
+func listenHello(t *testing.T, address string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	hello := fmt.Sprintf("hello from %s", address)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = fmt.Fprintln(c, hello)
+			c.Close()
+		}
+	}()
+	return hello
+}
+
+// dialHello reads the first line target answers.
+func dialHello(target string) (string, error) {
+	c, err := net.DialTimeout("tcp", target, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
+}
