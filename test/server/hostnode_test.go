@@ -1,12 +1,9 @@
 package server
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -36,20 +33,9 @@ import (
 // the apiserver on its port with the apiserver's client certificate, and
 // that kube-proxy makes a ClusterIP reach a backend.
 func TestServerNode(t *testing.T) {
-	if _, err := exec.LookPath("nft"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("nft (nftables) is not installed")
-		}
-		t.Skip("nft (nftables) is not installed")
-	}
-	addr := harness.Addr(0)
-	if !harness.InNetNS(t, addr) {
+	addr, ok := inProxyNetNS(t)
+	if !ok {
 		return
-	}
-	// A route for locally originated traffic to ClusterIPs, as a node's
-	// default route would be.
-	if out, err := exec.Command("ip", "route", "add", "10.96.0.0/16", "dev", "lo", "src", addr).CombinedOutput(); err != nil {
-		t.Fatalf("ip route add: %v: %s", err, out)
 	}
 	// The kubelet's Pod log directories, in tmpfs of the test's own mount
 	// namespace.
@@ -232,39 +218,4 @@ func approved(csr certificatesv1.CertificateSigningRequest) bool {
 		}
 	}
 	return false
-}
-
-// listenHello serves one greeting line per connection on address until
-// the test ends, and returns the line.
-func listenHello(t *testing.T, address string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	hello := fmt.Sprintf("hello from %s", address)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = fmt.Fprintln(c, hello)
-			c.Close()
-		}
-	}()
-	return hello
-}
-
-// dialHello reads the first line target answers.
-func dialHello(target string) (string, error) {
-	c, err := net.DialTimeout("tcp", target, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(line), err
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -25,20 +26,9 @@ import (
 // reaches its backend, a listener on the namespace's address, and stops
 // doing so once the Service is deleted.
 func TestProxyClusterIP(t *testing.T) {
-	if _, err := exec.LookPath("nft"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("nft (nftables) is not installed")
-		}
-		t.Skip("nft (nftables) is not installed")
-	}
-	addr := harness.Addr(0)
-	if !harness.InNetNS(t, addr) {
+	addr, ok := inProxyNetNS(t)
+	if !ok {
 		return
-	}
-	// Locally originated traffic to a ClusterIP needs a route before
-	// kube-proxy's output hook rewrites it, as a node's default route.
-	if out, err := exec.Command("ip", "route", "add", "10.96.0.0/16", "dev", "lo", "src", addr).CombinedOutput(); err != nil {
-		t.Fatalf("ip route add: %v: %s", err, out)
 	}
 	bin, err := harness.Binary()
 	if err != nil {
@@ -62,22 +52,7 @@ func TestProxyClusterIP(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The backend.
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "8080"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("hello from the backend\n"))
-			c.Close()
-		}
-	}()
+	backend := listenHello(t, net.JoinHostPort(addr, "8080"))
 
 	proxy := exec.Command(bin, "proxy",
 		"--kubeconfig", filepath.Join(srv.DataDir, "admin.kubeconfig"),
@@ -121,21 +96,12 @@ func TestProxyClusterIP(t *testing.T) {
 	}
 
 	clusterIP := net.JoinHostPort(svc.Spec.ClusterIP, "80")
-	dial := func() (string, error) {
-		c, err := net.DialTimeout("tcp", clusterIP, 500*time.Millisecond)
-		if err != nil {
-			return "", err
-		}
-		defer c.Close()
-		_ = c.SetReadDeadline(time.Now().Add(time.Second))
-		return bufio.NewReader(c).ReadString('\n')
-	}
 	eventually(t, 60*time.Second, "the ClusterIP "+clusterIP+" reaches the backend", func(context.Context) (bool, string) {
-		got, err := dial()
+		got, err := dialHello(clusterIP)
 		if err != nil {
 			return false, err.Error()
 		}
-		return strings.TrimSpace(got) == "hello from the backend", got
+		return got == backend, got
 	})
 	if out, err := exec.Command("nft", "list", "table", "ip", "kube-proxy").CombinedOutput(); err != nil || !strings.Contains(string(out), svc.Spec.ClusterIP) {
 		t.Errorf("nft list table ip kube-proxy: %v; want the ClusterIP %s in it:\n%s", err, svc.Spec.ClusterIP, out)
@@ -145,12 +111,71 @@ func TestProxyClusterIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the deleted Service's ClusterIP stops answering", func(context.Context) (bool, string) {
-		got, err := dial()
+		got, err := dialHello(clusterIP)
 		if err != nil {
 			return true, err.Error()
 		}
 		return false, got
 	})
+}
+
+// inProxyNetNS runs the test again in a private network (and mount)
+// namespace where kube-proxy can work: nft installed (or the test fails
+// on CI, else is skipped), harness.Addr(0) on lo, and a route for the
+// Service range 10.96.0.0/16, which locally originated traffic to a
+// ClusterIP needs before kube-proxy's output hook rewrites it (a node's
+// default route). In the namespace it returns the address and true.
+func inProxyNetNS(t *testing.T) (string, bool) {
+	t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("nft (nftables) is not installed")
+		}
+		t.Skip("nft (nftables) is not installed")
+	}
+	addr := harness.Addr(0)
+	if !harness.InNetNS(t, addr) {
+		return "", false
+	}
+	if out, err := exec.Command("ip", "route", "add", "10.96.0.0/16", "dev", "lo", "src", addr).CombinedOutput(); err != nil {
+		t.Fatalf("ip route add: %v: %s", err, out)
+	}
+	return addr, true
+}
+
+// listenHello serves one greeting line per connection on address until
+// the test ends, and returns the line.
+func listenHello(t *testing.T, address string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	hello := fmt.Sprintf("hello from %s", address)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = fmt.Fprintln(c, hello)
+			c.Close()
+		}
+	}()
+	return hello
+}
+
+// dialHello returns the first line target answers.
+func dialHello(target string) (string, error) {
+	c, err := net.DialTimeout("tcp", target, 500*time.Millisecond)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
 }
 
 // TestProxyCommand: the binary runs kube-proxy as `kubeboot proxy` and
