@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,20 +58,22 @@ func TestServerNode(t *testing.T) {
 	// detached, the directory can be removed.
 	kubeletDir := t.TempDir()
 	t.Cleanup(func() { _ = syscall.Unmount(kubeletDir, syscall.MNT_DETACH) })
-	srv := harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"),
-		"--bind-address", addr, "--secure-port", "0", "--service-cluster-ip-range", "10.96.0.0/16",
+	// A fixed port (the namespace is private): the kubelet's kubeconfig
+	// must still point at the server after the restart below.
+	args := []string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
 		"--node",
-		"--kubelet-arg=--container-runtime-endpoint="+cri,
+		"--kubelet-arg=--container-runtime-endpoint=" + cri,
 		"--kubelet-arg=--fail-cgroupv1=false",
 		"--kubelet-arg=--cgroups-per-qos=false",
 		"--kubelet-arg=--enforce-node-allocatable=",
 		"--kubelet-arg=--fail-swap-on=false",
-		"--kubelet-arg=--root-dir="+kubeletDir,
-		"--kubelet-arg=--hostname-override="+nodeName,
-		"--kubelet-arg=--node-ip="+addr,
+		"--kubelet-arg=--root-dir=" + kubeletDir,
+		"--kubelet-arg=--hostname-override=" + nodeName,
+		"--kubelet-arg=--node-ip=" + addr,
 		// nf_conntrack_max is not the namespace's to set.
 		"--proxy-arg=--conntrack-max-per-core=0",
-	)
+	}
+	srv := harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"), args...)
 	client := srv.MustClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -191,6 +194,76 @@ func TestServerNode(t *testing.T) {
 			t.Fatalf("%s did not reach the backend: last %q", target, last)
 		}
 	})
+	// The server stops its kubelet (a kubelet left running would hold
+	// port 10250 and fail the next), and the next start reuses the node's
+	// credentials: its certificate, and the bootstrap token.
+	t.Run("a restart keeps the node", func(t *testing.T) {
+		csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := kubeletPIDs(t, srv.DataDir)
+		if len(before) != 1 {
+			t.Fatalf("kubelet processes of the server: %v, want one", before)
+		}
+		if err := srv.Terminate(30 * time.Second); err != nil {
+			t.Fatalf("stopping the server: %v", err)
+		}
+		if left := kubeletPIDs(t, srv.DataDir); len(left) > 0 {
+			t.Fatalf("kubelet processes %v outlived the server", left)
+		}
+		restarted := metav1.NowMicro()
+		srv := harness.StartReadyServer(t, 2*time.Minute, bin, srv.DataDir, args...)
+		client := srv.MustClient(t)
+		err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+			return err == nil && lease.Spec.RenewTime != nil && restarted.Before(lease.Spec.RenewTime), nil
+		})
+		if err != nil {
+			t.Fatalf("the node's lease not renewed after the restart: %v\nserver log:\n%s", err, srv.Logs())
+		}
+		waitNode(ctx, t, client, nodeName)
+		if now := kubeletPIDs(t, srv.DataDir); len(now) != 1 || now[0] == before[0] {
+			t.Errorf("kubelet processes after the restart: %v, want a new one (the old was %d)", now, before[0])
+		}
+		after, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after.Items) != len(csrs.Items) {
+			t.Errorf("%d CSRs after the restart, %d before: the kubelet should keep its certificate", len(after.Items), len(csrs.Items))
+		}
+		secrets, err := client.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeBootstrapToken)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(secrets.Items) != 1 {
+			t.Errorf("%d bootstrap tokens after the restart, want the first one reused", len(secrets.Items))
+		}
+	})
+}
+
+// kubeletPIDs returns the processes running the kubelet of the server
+// with dataDir.
+func kubeletPIDs(t *testing.T, dataDir string) []int {
+	t.Helper()
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // gone
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 1 && args[1] == "kubelet" && strings.Contains(string(b), dataDir) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // waitNode waits until the node name is Ready.
