@@ -14,10 +14,12 @@ import (
 	"github.com/kubeboot/kubeboot/internal/pki"
 )
 
+// ClusterName names the cluster in the kubeconfigs the server writes.
+const ClusterName = "kubeboot"
+
 const (
 	pkiDirName          = "pki"
 	adminKubeconfigName = "admin.kubeconfig"
-	clusterName         = "kubeboot"
 	// adminUser is the admin certificate's user; system:masters makes it
 	// a superuser once authorization arrives.
 	adminUser = "kubeboot-admin"
@@ -100,7 +102,7 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		host = cfg.BindAddress.String()
 	}
 	serverURL := "https://" + net.JoinHostPort(host, strconv.Itoa(port))
-	if err := pki.WriteKubeconfig(filepath.Join(cfg.DataDir, adminKubeconfigName), clusterName, serverURL, ca.CertPEM, admin); err != nil {
+	if err := pki.WriteKubeconfig(filepath.Join(cfg.DataDir, adminKubeconfigName), ClusterName, serverURL, ca.CertPEM, admin); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", adminKubeconfigName, err)
 	}
 	for _, k := range cfg.componentKubeconfigs {
@@ -108,7 +110,7 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s certificate in %s: %w", k.name, dir, err)
 		}
-		if err := pki.WriteKubeconfig(k.path(cfg.DataDir), clusterName, serverURL, ca.CertPEM, kp); err != nil {
+		if err := pki.WriteKubeconfig(k.path(cfg.DataDir), ClusterName, serverURL, ca.CertPEM, kp); err != nil {
 			return nil, fmt.Errorf("writing %s: %w", k.path(cfg.DataDir), err)
 		}
 	}

@@ -186,6 +186,21 @@ func (s *Server) URL() string { return s.url }
 // certificate of admin.kubeconfig).
 func (s *Server) AdminConfig() *rest.Config { return rest.CopyConfig(s.admin) }
 
+// WriteUserKubeconfig writes to path (0600) a kubeconfig that
+// authenticates as user in groups with a client certificate the cluster
+// CA signs, for a client of the server in another process or on another
+// host.
+func (s *Server) WriteUserKubeconfig(path, user string, groups []string) error {
+	if user == "" {
+		return errors.New("a user name is required")
+	}
+	kp, err := pki.NewClient(s.ca, user, groups)
+	if err != nil {
+		return err
+	}
+	return pki.WriteKubeconfig(path, ClusterName, s.url, s.admin.CAData, kp)
+}
+
 // UserConfig returns a client config that authenticates as user in groups,
 // with a client certificate the cluster CA signs in memory: what a test
 // needs to act as someone other than the admin (RBAC checks).

@@ -15,10 +15,6 @@ import (
 	"github.com/kubeboot/kubeboot/controlplane"
 )
 
-// clusterName names the cluster in the kubeconfigs written here, as in
-// the server's own.
-const clusterName = "kubeboot"
-
 // bootstrapUser names the user of the bootstrap kubeconfig.
 const bootstrapUser = "kubelet-bootstrap"
 
@@ -30,7 +26,7 @@ const bootstrapUser = "kubelet-bootstrap"
 // kubelet's API. It writes the kubeconfig with the token to path, for
 // the kubelet's --bootstrap-kubeconfig. A token already in path is kept
 // (and its expiry moved on), so each start does not leave another.
-func setUpTLSBootstrap(client kubernetes.Interface, s *controlplane.Server, path string) error {
+func setUpTLSBootstrap(client kubernetes.Interface, serverURL string, caPEM []byte, path string) error {
 	token, err := tokenIn(path)
 	if err != nil {
 		return err
@@ -60,8 +56,7 @@ func setUpTLSBootstrap(client kubernetes.Interface, s *controlplane.Server, path
 			return fmt.Errorf("RBAC for the TLS bootstrap: %w", err)
 		}
 	}
-	admin := s.AdminConfig()
-	return kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithToken(s.URL(), clusterName, bootstrapUser, admin.CAData, token))
+	return kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithToken(serverURL, controlplane.ClusterName, bootstrapUser, caPEM, token))
 }
 
 // tokenIn returns the bootstrap token of the kubeconfig at path, or ""
@@ -78,16 +73,4 @@ func tokenIn(path string) (string, error) {
 		return info.Token, nil
 	}
 	return "", nil
-}
-
-// writeUserKubeconfig writes to path a kubeconfig that authenticates as
-// user with a client certificate the cluster CA signs: kube-proxy's
-// system:kube-proxy, which upstream's RBAC bootstrap policy binds to
-// system:node-proxier.
-func writeUserKubeconfig(s *controlplane.Server, path, user string) error {
-	cfg, err := s.UserConfig(user, nil)
-	if err != nil {
-		return err
-	}
-	return kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithCerts(s.URL(), clusterName, user, cfg.CAData, cfg.KeyData, cfg.CertData))
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
+
+	"github.com/kubeboot/kubeboot/controlplane"
 )
 
 // TestTokenIn: a start reuses the bootstrap token of the kubeconfig it
@@ -14,7 +16,7 @@ func TestTokenIn(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, user, token string) string {
 		path := filepath.Join(dir, name)
-		if err := kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithToken("https://127.0.0.1:6443", clusterName, user, []byte("ca"), token)); err != nil {
+		if err := kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithToken("https://127.0.0.1:6443", controlplane.ClusterName, user, []byte("ca"), token)); err != nil {
 			t.Fatal(err)
 		}
 		return path

@@ -53,20 +53,21 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(s.AdminConfig())
+	admin := s.AdminConfig()
+	client, err := kubernetes.NewForConfig(admin)
 	if err != nil {
 		return err
 	}
 	bootstrapKubeconfig := filepath.Join(dir, bootstrapKubeconfigName)
-	if err := setUpTLSBootstrap(client, s, bootstrapKubeconfig); err != nil {
+	if err := setUpTLSBootstrap(client, s.URL(), admin.CAData, bootstrapKubeconfig); err != nil {
 		return err
 	}
 	proxyKubeconfig := filepath.Join(dir, proxyKubeconfigName)
-	if err := writeUserKubeconfig(s, proxyKubeconfig, proxyUser); err != nil {
+	if err := s.WriteUserKubeconfig(proxyKubeconfig, proxyUser, nil); err != nil {
 		return fmt.Errorf("kube-proxy's kubeconfig: %w", err)
 	}
 	kubeletConfig := filepath.Join(dir, kubeletConfigName)
-	if err := writeKubeletConfig(dir, kubeletConfig, s.AdminConfig().CAData); err != nil {
+	if err := writeKubeletConfig(dir, kubeletConfig, admin.CAData); err != nil {
 		return fmt.Errorf("the kubelet's configuration: %w", err)
 	}
 
