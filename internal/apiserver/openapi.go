@@ -194,7 +194,7 @@ func (l *lazyV3) document(gv string, protobuf bool) ([]byte, error) {
 // which the documents point into, so no document may be handed out (and
 // marshalled) while another is being built.
 //
-// The shared config's definitions are gone by then (releaseDefinitions):
+// The shared config's definitions are gone by then (Server.Run drops them):
 // the documents are built on a copy of the config with its own, built
 // once for all of them.
 func buildV3(services []*restful.WebService, shared *common.OpenAPIV3Config) (map[string]*spec3.OpenAPI, error) {
