@@ -206,7 +206,8 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 // stages are kwok's default stages, as kwokctl's clusters run them: a
 // node initializes to Ready and heartbeats through its lease; a Pod
 // becomes Ready (after o.PodStartupDelay), completes when its
-// restartPolicy says it may, and is removed once deleted.
+// restartPolicy says it may (and is then no longer Ready), and is removed
+// once deleted.
 func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	byRef := map[internalversion.StageResourceRef][]*internalversion.Stage{}
 	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
@@ -215,13 +216,46 @@ func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion
 		if err != nil {
 			return nil, fmt.Errorf("kwok stage: %w", err)
 		}
-		if s.Name == "pod-ready" && o.PodStartupDelay > 0 {
+		switch {
+		case s.Name == "pod-ready" && o.PodStartupDelay > 0:
 			ms := o.PodStartupDelay.Milliseconds()
 			s.Spec.Delay = &internalversion.StageDelay{DurationMilliseconds: &ms}
+		case s.Name == "pod-complete":
+			if err := extendStatus(s, completedConditions); err != nil {
+				return nil, err
+			}
 		}
 		byRef[s.Spec.ResourceRef] = append(byRef[s.Spec.ResourceRef], s)
 	}
 	return byRef, nil
+}
+
+// completedConditions end kwok's pod-complete status: a Pod that has
+// finished is no longer Ready, as the kubelet reports it (reason
+// PodCompleted). kwok's stage leaves the Ready conditions pod-ready set,
+// so a Succeeded Pod would stay Ready. The status is a strategic merge
+// patch, which merges conditions by type.
+const completedConditions = `
+conditions:
+- type: Ready
+  status: "False"
+  reason: PodCompleted
+  lastTransitionTime: {{ Now | Quote }}
+- type: ContainersReady
+  status: "False"
+  reason: PodCompleted
+  lastTransitionTime: {{ Now | Quote }}
+`
+
+// extendStatus adds more to the status that stage s writes.
+func extendStatus(s *internalversion.Stage, more string) error {
+	for _, step := range s.Spec.Steps {
+		if p := step.Patch; p != nil && p.Subresource == "status" && p.Root == "status" {
+			p.Template += more
+			return nil
+		}
+	}
+	return fmt.Errorf("kwok stage %s: no status patch to extend", s.Name)
 }
 
 // ensureNodes creates the simulated nodes that do not exist and deletes

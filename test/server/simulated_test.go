@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
+	kubeletstatus "k8s.io/kubernetes/pkg/kubelet/status"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeboot/kubeboot/test/harness"
@@ -236,8 +237,8 @@ func checkSimulatedDeployment(t *testing.T, srv *harness.APIServer, client kuber
 }
 
 // checkSimulatedJob: a Job of 2 completions finishes Complete, its 2 Pods
-// Succeeded on simulated nodes, their containers terminated with exit
-// code 0.
+// Succeeded on simulated nodes and no longer Ready, their containers
+// terminated with exit code 0.
 func checkSimulatedJob(t *testing.T, client kubernetes.Interface) {
 	const ns = "simulated-job"
 	workNamespace(t, client, ns)
@@ -285,6 +286,12 @@ func checkSimulatedJob(t *testing.T, client kubernetes.Interface) {
 		}
 		if term := p.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 0 {
 			t.Errorf("Pod %s: container state %+v, want terminated with exit code 0", p.Name, p.Status.ContainerStatuses[0].State)
+		}
+		// A finished Pod is no longer Ready, as the kubelet reports it.
+		for _, ct := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
+			if c := podCondition(&p, ct); c == nil || c.Status != corev1.ConditionFalse || c.Reason != kubeletstatus.PodCompleted {
+				t.Errorf("Pod %s: condition %s is %+v, want False with reason %s", p.Name, ct, c, kubeletstatus.PodCompleted)
+			}
 		}
 	}
 }
