@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -54,4 +56,44 @@ func ProcCPU(pid int) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// Process is a process of /proc.
+type Process struct {
+	// Name is the command's name (/proc/PID/comm, at most 15 bytes).
+	Name string
+	// Args are its arguments, the program first.
+	Args   []string
+	Parent int
+}
+
+// Processes returns the processes of /proc, by PID.
+func Processes() map[int]Process {
+	out := map[int]Process{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+		if err != nil {
+			continue // gone
+		}
+		// The name, field 2, is in parentheses and may hold spaces; the
+		// parent is the second field after it.
+		open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		rest := strings.Fields(string(stat[end+1:]))
+		if len(rest) < 2 {
+			continue
+		}
+		parent, _ := strconv.Atoi(rest[1])
+		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		out[pid] = Process{Name: string(stat[open+1 : end]),
+			Args: strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"), Parent: parent}
+	}
+	return out
 }

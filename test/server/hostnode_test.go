@@ -5,7 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,9 +27,9 @@ import (
 
 // TestServerNode runs `kubeboot server --node` in a private network and
 // mount namespace: the real kubelet 1.37.2 as its child, on upstream's fake
-// CRI runtime (this host has no containerd and cgroup v1, so the test
-// passes --fail-cgroupv1=false and keeps the kubelet out of the host's
-// cgroups), and kube-proxy in the server's process. It checks the node
+// CRI runtime (the Pods' containers exist only in its memory, so the test
+// needs no container runtime; TestServerNodeContainerd runs real ones),
+// and kube-proxy in the server's process. It checks the node
 // joins through the CSR flow with a bootstrap token, runs a Pod, answers
 // the apiserver on its port with the apiserver's client certificate, and
 // that kube-proxy makes a ClusterIP reach a backend.
@@ -38,41 +38,11 @@ func TestServerNode(t *testing.T) {
 	if !ok {
 		return
 	}
-	// The kubelet's Pod log directories, in tmpfs of the test's own mount
-	// namespace.
-	for _, dir := range []string{"/var/log/pods", "/var/log/containers"} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, ""); err != nil {
-			t.Fatalf("mount tmpfs on %s: %v", dir, err)
-		}
-	}
 	bin, err := harness.Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	const nodeName = "node-0"
-	cri := harness.StartFakeCRI(t)
-	// The kubelet makes its root directory a shared mount of itself;
-	// detached, the directory can be removed.
-	kubeletDir := t.TempDir()
-	t.Cleanup(func() { _ = syscall.Unmount(kubeletDir, syscall.MNT_DETACH) })
-	// A fixed port (the namespace is private): the kubelet's kubeconfig
-	// must still point at the server after the restart below.
-	args := []string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
-		"--node",
-		"--kubelet-arg=--container-runtime-endpoint=" + cri,
-		"--kubelet-arg=--fail-cgroupv1=false",
-		"--kubelet-arg=--cgroups-per-qos=false",
-		"--kubelet-arg=--enforce-node-allocatable=",
-		"--kubelet-arg=--fail-swap-on=false",
-		"--kubelet-arg=--root-dir=" + kubeletDir,
-		"--kubelet-arg=--hostname-override=" + nodeName,
-		"--kubelet-arg=--node-ip=" + addr,
-		// nf_conntrack_max is not the namespace's to set.
-		"--proxy-arg=--conntrack-max-per-core=0",
-	}
+	args := nodeServerArgs(t, addr, harness.StartFakeCRI(t))
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"), args...)
 	client := srv.MustClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -202,14 +172,14 @@ func TestServerNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := kubeletPIDs(t, srv.DataDir)
+		before := kubeletPIDs(srv.DataDir)
 		if len(before) != 1 {
 			t.Fatalf("kubelet processes of the server: %v, want one", before)
 		}
 		if err := srv.Terminate(30 * time.Second); err != nil {
 			t.Fatalf("stopping the server: %v", err)
 		}
-		if left := kubeletPIDs(t, srv.DataDir); len(left) > 0 {
+		if left := kubeletPIDs(srv.DataDir); len(left) > 0 {
 			t.Fatalf("kubelet processes %v outlived the server", left)
 		}
 		restarted := metav1.NowMicro()
@@ -223,7 +193,7 @@ func TestServerNode(t *testing.T) {
 			t.Fatalf("the node's lease not renewed after the restart: %v\nserver log:\n%s", err, srv.Logs())
 		}
 		waitNode(ctx, t, client, nodeName)
-		if now := kubeletPIDs(t, srv.DataDir); len(now) != 1 || now[0] == before[0] {
+		if now := kubeletPIDs(srv.DataDir); len(now) != 1 || now[0] == before[0] {
 			t.Errorf("kubelet processes after the restart: %v, want a new one (the old was %d)", now, before[0])
 		}
 		after, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
@@ -243,23 +213,52 @@ func TestServerNode(t *testing.T) {
 	})
 }
 
+// nodeName is the node the kubelet of the --node tests registers.
+const nodeName = "node-0"
+
+// nodeServerArgs are the flags of a `kubeboot server --node` at addr, in
+// the test's network and mount namespace (inProxyNetNS), whose kubelet runs
+// Pods on the CRI runtime at cri. This host has cgroup v1, so the kubelet
+// is told to accept it and to keep out of the host's cgroups.
+func nodeServerArgs(t *testing.T, addr, cri string) []string {
+	t.Helper()
+	// The Pods' log directories, in tmpfs of the test's own mount
+	// namespace.
+	for _, dir := range []string{"/var/log/pods", "/var/log/containers"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, ""); err != nil {
+			t.Fatalf("mount tmpfs on %s: %v", dir, err)
+		}
+	}
+	// The kubelet makes its root directory a shared mount of itself;
+	// detached, the directory can be removed.
+	kubeletDir := t.TempDir()
+	t.Cleanup(func() { _ = syscall.Unmount(kubeletDir, syscall.MNT_DETACH) })
+	// A fixed port (the namespace is private): the kubelet's kubeconfig
+	// must still point at the server after a restart.
+	return []string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
+		"--node",
+		"--kubelet-arg=--container-runtime-endpoint=" + cri,
+		"--kubelet-arg=--fail-cgroupv1=false",
+		"--kubelet-arg=--cgroups-per-qos=false",
+		"--kubelet-arg=--enforce-node-allocatable=",
+		"--kubelet-arg=--fail-swap-on=false",
+		"--kubelet-arg=--root-dir=" + kubeletDir,
+		"--kubelet-arg=--hostname-override=" + nodeName,
+		"--kubelet-arg=--node-ip=" + addr,
+		// nf_conntrack_max is not the namespace's to set.
+		"--proxy-arg=--conntrack-max-per-core=0",
+	}
+}
+
 // kubeletPIDs returns the processes running the kubelet of the server
 // with dataDir.
-func kubeletPIDs(t *testing.T, dataDir string) []int {
-	t.Helper()
-	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
-	if err != nil {
-		t.Fatal(err)
-	}
+func kubeletPIDs(dataDir string) []int {
 	var pids []int
-	for _, f := range cmdlines {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // gone
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 1 && args[1] == "kubelet" && strings.Contains(string(b), dataDir) {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+	for pid, p := range harness.Processes() {
+		if len(p.Args) > 1 && p.Args[1] == "kubelet" && slices.ContainsFunc(p.Args, func(a string) bool { return strings.Contains(a, dataDir) }) {
 			pids = append(pids, pid)
 		}
 	}
