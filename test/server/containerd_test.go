@@ -3,17 +3,13 @@ package server
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
-	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -30,12 +26,7 @@ func TestServerNodeContainerd(t *testing.T) {
 	if !ok {
 		return
 	}
-	bin, err := harness.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cri := harness.StartContainerd(t, "10.244.0.0/24")
-	srv := harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"), nodeServerArgs(t, addr, cri)...)
+	srv, _, _ := startNodeServer(t, addr, harness.StartContainerd(t, "10.244.0.0/24"))
 	client := srv.MustClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -57,17 +48,7 @@ func TestServerNodeContainerd(t *testing.T) {
 				ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}}},
 		}}},
 	}
-	if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var last *corev1.Pod
-	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		last, err = client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		return err == nil && last.Status.Phase == corev1.PodRunning && podutil.IsPodReady(last), nil
-	})
-	if err != nil {
-		t.Fatalf("Pod not Running and Ready: %v; last: %+v", err, last.Status)
-	}
+	last := runPod(ctx, t, client, pod)
 	// The container's hostname is the Pod's name.
 	const hello = "hello from web"
 
@@ -99,31 +80,11 @@ func TestServerNodeContainerd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		target := net.JoinHostPort(svc.Spec.ClusterIP, "80")
-		var got string
-		err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			got, err = dialHello(target)
-			if err != nil {
-				got = err.Error()
-			}
-			return got == hello, nil
-		})
-		if err != nil {
-			t.Errorf("%s did not reach the Pod: last %q", target, got)
-		}
+		waitHello(t, net.JoinHostPort(svc.Spec.ClusterIP, "80"), hello)
 	})
 
 	t.Run("a deleted Pod's container stops", func(t *testing.T) {
-		if err := client.CoreV1().Pods(metav1.NamespaceDefault).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			_, err := client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
-		if err != nil {
-			t.Fatalf("Pod still there after its deletion: %v", err)
-		}
+		deletePod(ctx, t, client, metav1.NamespaceDefault, "web")
 		for pid, p := range harness.Processes() {
 			if len(p.Args) > 1 && p.Args[0] == harness.TestImageCommand && p.Args[1] == "serve" {
 				t.Errorf("the Pod's container (process %d, %v) still runs after the Pod is gone", pid, p.Args)

@@ -38,12 +38,7 @@ func TestServerNode(t *testing.T) {
 	if !ok {
 		return
 	}
-	bin, err := harness.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := nodeServerArgs(t, addr, harness.StartFakeCRI(t))
-	srv := harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"), args...)
+	srv, bin, args := startNodeServer(t, addr, harness.StartFakeCRI(t))
 	client := srv.MustClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -87,17 +82,7 @@ func TestServerNode(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: metav1.NamespaceDefault},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
 		}
-		if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var last *corev1.Pod
-		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			last, err = client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-			return err == nil && last.Status.Phase == corev1.PodRunning && podutil.IsPodReady(last), nil
-		})
-		if err != nil {
-			t.Fatalf("Pod not Running and Ready: %v; last: %+v", err, last.Status)
-		}
+		last := runPod(ctx, t, client, pod)
 		if last.Spec.NodeName != nodeName || last.Status.PodIP == "" {
 			t.Errorf("Pod on %q with IP %q, want on %s with an IP", last.Spec.NodeName, last.Status.PodIP, nodeName)
 		}
@@ -119,16 +104,7 @@ func TestServerNode(t *testing.T) {
 	// directories go: the kubelet unmounts the Pod's volumes before it
 	// confirms the deletion.
 	t.Run("a deleted Pod goes", func(t *testing.T) {
-		if err := client.CoreV1().Pods(metav1.NamespaceDefault).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			_, err := client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
-		if err != nil {
-			t.Fatalf("Pod still there after its deletion: %v", err)
-		}
+		deletePod(ctx, t, client, metav1.NamespaceDefault, "web")
 	})
 
 	t.Run("kube-proxy serves a ClusterIP", func(t *testing.T) {
@@ -151,18 +127,7 @@ func TestServerNode(t *testing.T) {
 		if _, err := client.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		target := net.JoinHostPort(svc.Spec.ClusterIP, "80")
-		var last string
-		err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			last, err = dialHello(target)
-			if err != nil {
-				last = err.Error()
-			}
-			return last == backend, nil
-		})
-		if err != nil {
-			t.Fatalf("%s did not reach the backend: last %q", target, last)
-		}
+		waitHello(t, net.JoinHostPort(svc.Spec.ClusterIP, "80"), backend)
 	})
 	// The server stops its kubelet (a kubelet left running would hold
 	// port 10250 and fail the next), and the next start reuses the node's
@@ -250,6 +215,55 @@ func nodeServerArgs(t *testing.T, addr, cri string) []string {
 		"--kubelet-arg=--node-ip=" + addr,
 		// nf_conntrack_max is not the namespace's to set.
 		"--proxy-arg=--conntrack-max-per-core=0",
+	}
+}
+
+// startNodeServer starts a ready `kubeboot server --node` (nodeServerArgs)
+// and returns it with the binary and flags it runs.
+func startNodeServer(t *testing.T, addr, cri string) (*harness.APIServer, string, []string) {
+	t.Helper()
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := nodeServerArgs(t, addr, cri)
+	return harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"), args...), bin, args
+}
+
+// runPod creates pod and waits until it is Running and Ready.
+func runPod(ctx context.Context, t *testing.T, client kubernetes.Interface, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var last *corev1.Pod
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = p
+		return p.Status.Phase == corev1.PodRunning && podutil.IsPodReady(p), nil
+	})
+	if err != nil {
+		t.Fatalf("Pod %s not Running and Ready: %v; last: %+v", pod.Name, err, last)
+	}
+	return last
+}
+
+// deletePod deletes a Pod and waits until it is gone: its kubelet has
+// stopped its containers and unmounted its volumes.
+func deletePod(ctx context.Context, t *testing.T, client kubernetes.Interface, namespace, name string) {
+	t.Helper()
+	if err := client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("Pod %s still there after its deletion: %v", name, err)
 	}
 }
 

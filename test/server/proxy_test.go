@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,13 +97,7 @@ func TestProxyClusterIP(t *testing.T) {
 	}
 
 	clusterIP := net.JoinHostPort(svc.Spec.ClusterIP, "80")
-	eventually(t, 60*time.Second, "the ClusterIP "+clusterIP+" reaches the backend", func(context.Context) (bool, string) {
-		got, err := dialHello(clusterIP)
-		if err != nil {
-			return false, err.Error()
-		}
-		return got == backend, got
-	})
+	waitHello(t, clusterIP, backend)
 	if out, err := exec.Command("nft", "list", "table", "ip", "kube-proxy").CombinedOutput(); err != nil || !strings.Contains(string(out), svc.Spec.ClusterIP) {
 		t.Errorf("nft list table ip kube-proxy: %v; want the ClusterIP %s in it:\n%s", err, svc.Spec.ClusterIP, out)
 	}
@@ -164,6 +159,19 @@ func listenHello(t *testing.T, address string) string {
 		}
 	}()
 	return hello
+}
+
+// waitHello waits until target (a ClusterIP, which kube-proxy programs
+// within seconds) answers want.
+func waitHello(t *testing.T, target, want string) {
+	t.Helper()
+	eventually(t, time.Minute, target+" answers "+strconv.Quote(want), func(context.Context) (bool, string) {
+		got, err := dialHello(target)
+		if err != nil {
+			return false, err.Error()
+		}
+		return got == want, got
+	})
 }
 
 // dialHello returns the first line target answers.
