@@ -43,28 +43,14 @@ var cniPluginDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
 // bridge (the bridge and host-local plugins); its first address is the
 // bridge's, so the test reaches Pods directly.
 //
-// Call it inside the test's network and mount namespace (InNetNS): it
-// mounts tmpfs over /run/containerd and /run/netns, where containerd keeps
-// its shims' sockets and the Pods' network namespaces, so nothing of it
-// outlives the namespace. It needs containerd, ctr and runc on PATH and the
-// CNI plugins; without them the test is skipped, or fails when CI=true.
+// Call it inside the test's network and mount namespace (InNetNS), and
+// RequireContainerd before entering it: it mounts tmpfs over
+// /run/containerd and /run/netns, where containerd keeps its shims'
+// sockets and the Pods' network namespaces, so nothing of it outlives the
+// namespace.
 func StartContainerd(t *testing.T, podCIDR string) string {
 	t.Helper()
-	for _, tool := range []string{"containerd", "ctr", "runc"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			skipOrFail(t, fmt.Sprintf("%s not found: %v", tool, err))
-		}
-	}
-	plugins := ""
-	for _, dir := range cniPluginDirs {
-		if _, err := os.Stat(filepath.Join(dir, "bridge")); err == nil {
-			plugins = dir
-			break
-		}
-	}
-	if plugins == "" {
-		skipOrFail(t, fmt.Sprintf("no CNI bridge plugin in %v", cniPluginDirs))
-	}
+	plugins := RequireContainerd(t)
 	for _, dir := range []string{"/run/containerd", "/run/netns"} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -156,6 +142,25 @@ state = %q
 		}
 	}
 	return "unix://" + sock
+}
+
+// RequireContainerd skips the test, or fails it when CI=true, unless
+// containerd, ctr and runc are on PATH and the CNI bridge plugin is
+// installed. It returns the plugins' directory.
+func RequireContainerd(t testing.TB) string {
+	t.Helper()
+	for _, tool := range []string{"containerd", "ctr", "runc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			skipOrFail(t, fmt.Sprintf("%s not found: %v", tool, err))
+		}
+	}
+	for _, dir := range cniPluginDirs {
+		if _, err := os.Stat(filepath.Join(dir, "bridge")); err == nil {
+			return dir
+		}
+	}
+	skipOrFail(t, fmt.Sprintf("no CNI bridge plugin in %v", cniPluginDirs))
+	return ""
 }
 
 // bridgeNetwork is the CNI network of StartContainerd's Pods.

@@ -22,6 +22,7 @@ import (
 // apiserver and the kubelet, that a ClusterIP Service reaches it through
 // kube-proxy, and that a deleted Pod's container stops.
 func TestServerNodeContainerd(t *testing.T) {
+	harness.RequireContainerd(t)
 	addr, ok := inProxyNetNS(t)
 	if !ok {
 		return
