@@ -232,11 +232,13 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 		{s.cfg.controllerManager != nil, controllermanager.User, "controller-manager", nil,
 			authorizationv1.ResourceAttributes{Namespace: metav1.NamespaceSystem, Verb: "get", Resource: "serviceaccounts"},
 			func(ctx context.Context, c *rest.Config) error {
-				return controllermanager.Run(ctx, s.cfg.controllerManager, c)
+				return controllermanager.Run(ctx, s.cfg.controllerManager, c, s.sharedObjects)
 			}},
 		{s.cfg.scheduler != nil, scheduler.User, "scheduler", nil,
 			authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding"},
-			func(ctx context.Context, c *rest.Config) error { return scheduler.Run(ctx, s.cfg.scheduler, c) }},
+			func(ctx context.Context, c *rest.Config) error {
+				return scheduler.Run(ctx, s.cfg.scheduler, c, s.sharedObjects)
+			}},
 		{s.cfg.simulatesNodes(), simulatednodes.User, "", simulatednodes.Access,
 			authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Subresource: "status"},
 			func(ctx context.Context, c *rest.Config) error {

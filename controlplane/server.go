@@ -26,6 +26,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/etcd"
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/sharedobjects"
 	"github.com/kubeboot/kubeboot/internal/storage"
 )
 
@@ -49,6 +50,10 @@ type Server struct {
 	// nodesReady is closed once the simulated nodes are Ready (at once
 	// without any).
 	nodesReady chan struct{}
+	// sharedObjects holds the one copy of each Pod and Node version that
+	// the apiserver's and the in-process components' informers share; nil
+	// without components.
+	sharedObjects *sharedobjects.Pool
 	// notifySocket is $NOTIFY_SOCKET as New found it, for READY=1.
 	notifySocket string
 	ran          bool // Run was called: the generic server destroys its own storage
@@ -104,6 +109,9 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 
 	signingKey := cfg.ServiceAccountSigningKeyFile
 	setDefault(&signingKey, certs.serviceAccountKey)
+	if cfg.controllerManager != nil || cfg.scheduler != nil {
+		s.sharedObjects = sharedobjects.New()
+	}
 	s.api, err = apiserver.New(apiserver.Config{
 		Listener:     s.listener,
 		ServingCert:  certs.serving.CertPEM,
@@ -148,6 +156,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		InProcessUsers:      cfg.inProcessUsers(),
 		GarbageCollection:   cfg.garbageCollection(),
 		NamespaceController: !cfg.runsController(names.NamespaceController),
+		SharedObjects:       s.sharedObjects,
 	})
 	if err != nil {
 		return nil, err

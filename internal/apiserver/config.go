@@ -15,7 +15,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -71,6 +70,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/network"
 	"github.com/kubeboot/kubeboot/internal/pki"
 	"github.com/kubeboot/kubeboot/internal/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/sharedobjects"
 	"github.com/kubeboot/kubeboot/internal/storage"
 	// Gives upstream's version package kubeboot's version, which
 	// /version serves (through the effective version below).
@@ -183,6 +183,11 @@ type Config struct {
 	// server: deleted namespaces are emptied and removed. Switch it off
 	// when kube-controller-manager's namespace controller runs.
 	NamespaceController bool
+	// SharedObjects, if set, is where the server's informers share the
+	// copies of Pods and Nodes the process's components hold (the Node
+	// authorizer caches them, as kube-controller-manager and
+	// kube-scheduler do).
+	SharedObjects *sharedobjects.Pool
 }
 
 // Server is an assembled server chain, not yet running.
@@ -260,7 +265,7 @@ func New(cfg Config) (_ *Server, err error) {
 	// As kube-apiserver: the informers' objects lose their managed fields,
 	// which nothing in the server reads and which would double the cache.
 	informerFactory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
-		informers.WithTransform(dropManagedFields))
+		informers.WithTransform(cfg.SharedObjects.Transform))
 
 	resourceConfig := controlplane.DefaultAPIResourceConfigSource()
 	gc.MergedResourceConfig = resourceConfig
@@ -433,14 +438,6 @@ func disablePeerProxy() error {
 
 // systemNamespaces are created at start and kept, as kube-apiserver's.
 var systemNamespaces = []string{metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease, metav1.NamespaceDefault}
-
-// dropManagedFields is the informers' transform.
-func dropManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
-}
 
 // newStorageFactory is kube-apiserver's storage factory: each resource's
 // storage version, codec and key prefix, so that etcd data is

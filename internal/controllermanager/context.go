@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -22,6 +21,8 @@ import (
 	kcmconfig "k8s.io/kubernetes/cmd/kube-controller-manager/app/config"
 	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
+
+	"github.com/kubeboot/kubeboot/internal/sharedobjects"
 )
 
 // instances numbers the controller contexts of this process, whose
@@ -34,17 +35,12 @@ var instances atomic.Int64
 // "kube-controller-manager" and never releases it, so a second context in
 // one process fails. Here the first context of a process is named as
 // upstream's, later ones get a number, and release returns the name.
-// Everything else is upstream's: informers without managed fields, the
-// metadata informers, a discovery REST mapper reset every 30 s, the
+// Its informers share their Pods and Nodes with the process's other
+// components through shared. Everything else is upstream's: informers
+// without managed fields, the metadata informers, a discovery REST mapper reset every 30 s, the
 // garbage collector's dependency graph when it runs.
-func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, root, builder clientbuilder.ControllerClientBuilder) (
-	_ cmapp.ControllerContext, release func(), err error) {
-	withoutManagedFields := func(obj any) (any, error) {
-		if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
-			accessor.SetManagedFields(nil)
-		}
-		return obj, nil
-	}
+func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, root, builder clientbuilder.ControllerClientBuilder,
+	shared *sharedobjects.Pool) (_ cmapp.ControllerContext, release func(), err error) {
 	client, err := root.Client("shared-informers")
 	if err != nil {
 		return cmapp.ControllerContext{}, nil, err
@@ -63,7 +59,7 @@ func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, roo
 		}
 	}()
 	resync := cmapp.ResyncPeriod(c)
-	shared := informers.NewSharedInformerFactoryWithOptions(client, resync(), informers.WithTransform(withoutManagedFields),
+	typed := informers.NewSharedInformerFactoryWithOptions(client, resync(), informers.WithTransform(shared.Transform),
 		informers.WithInformerName(informerName))
 	metadataConfig, err := root.Config("metadata-informers")
 	if err != nil {
@@ -73,7 +69,7 @@ func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, roo
 	if err != nil {
 		return cmapp.ControllerContext{}, nil, err
 	}
-	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, resync(), metadatainformer.WithTransform(withoutManagedFields))
+	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, resync(), metadatainformer.WithTransform(shared.Transform))
 	discovery, err := root.DiscoveryClient("controller-discovery")
 	if err != nil {
 		return cmapp.ControllerContext{}, nil, err
@@ -83,8 +79,8 @@ func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, roo
 
 	cctx := cmapp.ControllerContext{
 		ClientBuilder:                   builder,
-		InformerFactory:                 shared,
-		ObjectOrMetadataInformerFactory: informerfactory.NewInformerFactory(shared, metadataInformers),
+		InformerFactory:                 typed,
+		ObjectOrMetadataInformerFactory: informerfactory.NewInformerFactory(typed, metadataInformers),
 		ComponentConfig:                 c.ComponentConfig,
 		RESTMapper:                      mapper,
 		InformersStarted:                make(chan struct{}),

@@ -24,29 +24,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"time"
 
+	"github.com/blang/semver/v4"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/server/mux"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	basecompatibility "k8s.io/component-base/compatibility"
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	cmconfig "k8s.io/controller-manager/config"
 	"k8s.io/controller-manager/pkg/clientbuilder"
-	cmfeatures "k8s.io/controller-manager/pkg/features"
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
 	cmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	kcmconfig "k8s.io/kubernetes/cmd/kube-controller-manager/app/config"
 	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
+	kubefeatures "k8s.io/kubernetes/pkg/features"
 
 	"github.com/kubeboot/kubeboot/internal/loopback"
-	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
+	"github.com/kubeboot/kubeboot/internal/sharedobjects"
 )
 
 // User is the user kube-controller-manager acts as, as in kubeadm's
@@ -86,78 +96,156 @@ func NewOptions() (*cmoptions.KubeControllerManagerOptions, error) {
 	return o, nil
 }
 
-// Validate checks opts as the kube-controller-manager binary does.
+// Validate checks opts as the kube-controller-manager binary does, and
+// refuses leader migration, which hands cloud controllers over between
+// kube-controller-manager and a cloud-controller-manager through a second
+// lease: kubeboot runs no cloud-controller-manager, and Run's election
+// holds one lease.
 func Validate(opts *cmoptions.KubeControllerManagerOptions) error {
-	return opts.Validate(cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases())
+	if err := opts.Validate(cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases()); err != nil {
+		return err
+	}
+	if opts.Generic.LeaderMigration.Enabled && opts.Generic.LeaderElection.LeaderElect {
+		return errors.New("--enable-leader-migration: not supported: kubeboot runs no cloud-controller-manager to hand controllers over to")
+	}
+	return nil
 }
 
 // Run runs kube-controller-manager with opts until ctx is done, its
-// clients built from client (which authenticates as User). With leader
-// election (--leader-elect, the default) it is upstream's Run: the lease
-// is released when ctx is done, and a lost lease stops the controllers
-// and Run returns ErrStopped. Without, the controllers opts enable run
-// directly, as upstream's do without election, except that nothing is
-// registered process-wide (configz), so several control planes in one
-// process (tests) can each run theirs. It returns nil once ctx is done
-// and the controllers have stopped, or the error that kept them from
-// starting.
-func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, client *rest.Config) error {
+// clients built from client (which authenticates as User). Its informers
+// hold the Pods and Nodes they share with the process's other components
+// through shared (nil: none shared). With leader election
+// (--leader-elect, the default) the controllers run while it holds the
+// lease, which is released when ctx is done; a lost lease stops the
+// controllers and Run returns ErrStopped. Without, the controllers run
+// directly. Nothing is registered process-wide (configz), so that several
+// control planes in one process (tests) can each run theirs. It returns
+// nil once ctx is done and the controllers have stopped, or the error
+// that kept them from starting.
+//
+// The election is run here rather than by upstream's Run, whose
+// controller context builds informers of its own: here they transform
+// through shared.
+func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, client *rest.Config, shared *sharedobjects.Pool) error {
 	logger := klog.FromContext(ctx).WithName("kube-controller-manager")
 	ctx = klog.NewContext(ctx, logger)
-	if !opts.Generic.LeaderElection.LeaderElect {
-		c, err := config(ctx, opts, client)
-		if err != nil {
-			return err
-		}
-		return runControllers(ctx, c.Complete())
-	}
-	// Without this (alpha) gate a lost lease exits the process; with it
-	// the controllers stop and the lease is released on the way out.
-	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
-		string(cmfeatures.ControllerManagerReleaseLeaderElectionLockOnExit): true,
-	}); err != nil {
-		return fmt.Errorf("kube-controller-manager: %w", err)
-	}
-	c, err := config(ctx, opts, client)
+	cfg, err := config(ctx, opts, client)
 	if err != nil {
 		return err
 	}
-	err = cmapp.Run(ctx, c.Complete())
-	if ctx.Err() != nil {
-		return nil
-	}
-	return fmt.Errorf("%w: %v", ErrStopped, err)
-}
-
-// ErrStopped is Run's error when kube-controller-manager stopped before
-// it was asked to, on a lost leader lease: it cannot start again in the
-// same process (upstream's controller context registers a process-wide
-// informer name that it never releases), so its process should stop, as
-// the kube-controller-manager binary does, for its supervisor to restart
-// it.
-var ErrStopped = errors.New("kube-controller-manager stopped (leader lease lost)")
-
-// runControllers builds and runs the controllers c enables until ctx is
-// done, as upstream's Run does once it leads.
-func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
+	c := cfg.Complete()
 	c.EventBroadcaster.StartStructuredLogging(0)
 	c.EventBroadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Client.CoreV1().Events("")})
 	defer c.EventBroadcaster.Shutdown()
+	le := c.ComponentConfig.Generic.LeaderElection
+	var watchdog *leaderelection.HealthzAdaptor
+	if le.LeaderElect {
+		// As upstream's: /healthz fails once the lease is overdue.
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	health, mux, err := serve(ctx, c, watchdog)
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
+	if !le.LeaderElect {
+		return runControllers(ctx, c, shared, health, mux)
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager leader election: %w", err)
+	}
+	// As upstream's: unique per run, so a restarted manager does not
+	// resume a lease its previous run held.
+	id := hostname + "_" + string(uuid.NewUUID())
+	lock, err := resourcelock.NewFromKubeconfig(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
+		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: c.EventRecorder}, c.Kubeconfig, le.RenewDeadline.Duration)
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager leader election: %w", err)
+	}
+	coordinated := utilfeature.DefaultFeatureGate.Enabled(kubefeatures.CoordinatedLeaderElection)
+	if coordinated {
+		if err := runLeaseCandidate(ctx, c, id, health); err != nil {
+			return fmt.Errorf("kube-controller-manager leader election: %w", err)
+		}
+	}
+	leading, stop := context.WithCancel(ctx)
+	defer stop()
+	var runErr error
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:          lock,
+		LeaseDuration: le.LeaseDuration.Duration,
+		RenewDeadline: le.RenewDeadline.Duration,
+		RetryPeriod:   le.RetryPeriod.Duration,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				defer stop()
+				runErr = runControllers(ctx, c, shared, health, mux)
+			},
+			OnStoppedLeading: func() { logger.Info("Stopped leading", "lease", lock.Describe()) },
+		},
+		WatchDog:        watchdog,
+		ReleaseOnCancel: true,
+		Name:            le.ResourceName,
+		Coordinated:     coordinated,
+	})
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager leader election: %w", err)
+	}
+	elector.Run(leading)
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case runErr != nil:
+		return runErr
+	}
+	return ErrStopped
+}
+
+// runLeaseCandidate runs this manager's lease candidate for coordinated
+// leader election, as upstream's Run does with the
+// CoordinatedLeaderElection feature.
+func runLeaseCandidate(ctx context.Context, c *kcmconfig.CompletedConfig, id string, health cmapp.HealthCheckAdder) error {
+	effective := c.ComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
+	binary, err := semver.ParseTolerant(effective.BinaryVersion().String())
+	if err != nil {
+		return err
+	}
+	emulation, err := semver.ParseTolerant(effective.EmulationVersion().String())
+	if err != nil {
+		return err
+	}
+	candidate, synced, err := leaderelection.NewCandidate(c.Client, metav1.NamespaceSystem, id, cmoptions.KubeControllerManagerUserAgent,
+		binary.FinalizeVersion(), emulation.FinalizeVersion(), coordinationv1.OldestEmulationVersion)
+	if err != nil {
+		return err
+	}
+	health.AddHealthChecker(healthz.NewInformerSyncHealthz(synced))
+	go candidate.Run(ctx)
+	return nil
+}
+
+// ErrStopped is Run's error when kube-controller-manager stopped before
+// it was asked to, on a lost leader lease: its controllers cannot start
+// again in the same process (several register process-wide state once),
+// so its process should stop, as the kube-controller-manager binary does,
+// for its supervisor to restart it.
+var ErrStopped = errors.New("kube-controller-manager stopped (leader lease lost)")
+
+// runControllers builds and runs the controllers c enables until ctx is
+// done, as upstream's Run does once it leads, their health checks added
+// to health and their debug handlers to mux (nil without a port).
+func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig, shared *sharedobjects.Pool, health cmapp.HealthCheckAdder, mux *mux.PathRecorderMux) error {
 	root := clientbuilder.SimpleControllerClientBuilder{ClientConfig: c.Kubeconfig}
 	var builder clientbuilder.ControllerClientBuilder = root
 	if c.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
 		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), metav1.NamespaceSystem)
 	}
-	cctx, release, err := newControllerContext(ctx, c, root, builder)
+	cctx, release, err := newControllerContext(ctx, c, root, builder, shared)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
 	defer release()
 	tokens, err := newTokensController(ctx, cctx, root)
-	if err != nil {
-		return fmt.Errorf("kube-controller-manager: %w", err)
-	}
-	health, mux, err := serve(ctx, c)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
@@ -185,12 +273,15 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig) error {
 }
 
 // serve serves kube-controller-manager's own port when --secure-port
-// is set, as upstream's Run does: /healthz with each controller's check,
-// /metrics, /configz and profiling, behind authentication and
+// is set, as upstream's Run does: /healthz with each controller's check
+// and, with leader election, watchdog's check of the lease, /metrics, /configz and profiling, behind authentication and
 // authorization delegated to the apiserver. The controllers' checks are
 // added to health and their debug handlers to mux (nil without a port).
-func serve(ctx context.Context, c *kcmconfig.CompletedConfig) (health cmapp.HealthCheckAdder, _ *mux.PathRecorderMux, _ error) {
+func serve(ctx context.Context, c *kcmconfig.CompletedConfig, watchdog *leaderelection.HealthzAdaptor) (health cmapp.HealthCheckAdder, _ *mux.PathRecorderMux, _ error) {
 	checks := controllerhealthz.NewMutableHealthzHandler()
+	if watchdog != nil {
+		checks.AddHealthChecker(watchdog)
+	}
 	if c.SecureServing == nil {
 		return checks, nil, nil
 	}

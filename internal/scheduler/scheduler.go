@@ -44,6 +44,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	"github.com/kubeboot/kubeboot/internal/loopback"
+	"github.com/kubeboot/kubeboot/internal/sharedobjects"
 )
 
 // User is the user kube-scheduler acts as, as in kubeadm's clusters; the
@@ -90,14 +91,15 @@ func withDefaults(opts *schedoptions.Options) (*schedoptions.Options, error) {
 }
 
 // Run runs kube-scheduler with opts until ctx is done, its clients built
-// from client (which authenticates as User). It returns nil once ctx is
-// done and scheduling has stopped, or the error that kept it from
-// starting.
-func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config) error {
+// from client (which authenticates as User). Its informers hold the Pods
+// and Nodes they share with the process's other components through shared
+// (nil: none shared). It returns nil once ctx is done and scheduling has
+// stopped, or the error that kept it from starting.
+func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config, shared *sharedobjects.Pool) error {
 	logger := klog.FromContext(ctx).WithName("kube-scheduler")
 	ctx = klog.NewContext(ctx, logger)
 	for {
-		cc, sched, election, err := setup(ctx, opts, client)
+		cc, sched, election, err := setup(ctx, opts, client, shared)
 		if err != nil {
 			return err
 		}
@@ -136,7 +138,7 @@ func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config) e
 // setup is upstream's Setup on clients built from client: the completed
 // configuration without leader election, the scheduler, and the leader
 // election configuration (nil without --leader-elect).
-func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config) (*schedconfig.CompletedConfig, *scheduler.Scheduler,
+func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config, shared *sharedobjects.Pool) (*schedconfig.CompletedConfig, *scheduler.Scheduler,
 	*leaderelection.LeaderElectionConfig, error) {
 	o, err := withDefaults(opts)
 	if err != nil {
@@ -164,6 +166,16 @@ func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config)
 	}
 	c.EventBroadcaster = events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
 	c.InformerFactory = scheduler.NewInformerFactory(c.Client, 0, o.InformerName)
+	// Upstream's pod informer drops managedFields; shared's transforms do
+	// that too, and share the Pods and Nodes. The pod informer's watch
+	// leaves out finished Pods (a field selector): it takes shared copies
+	// but adds none.
+	if err := c.InformerFactory.Core().V1().Pods().Informer().SetTransform(shared.TransformSelected); err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
+	if err := c.InformerFactory.Core().V1().Nodes().Informer().SetTransform(shared.Transform); err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
 	dynClient, err := dynamic.NewForConfig(kubeconfig)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("kube-scheduler client: %w", err)

@@ -162,6 +162,9 @@ func TestBadServerFlags(t *testing.T) {
 		{"invalid kube-proxy mode", []string{"--node", "--proxy-arg=--proxy-mode=bogus"}, "--proxy-arg"},
 		{"node without bootstrap tokens", []string{"--node", "--enable-bootstrap-token-auth=false"}, "--enable-bootstrap-token-auth"},
 		{"node without CSR signing", []string{"--node", "--controllers=*,-certificatesigningrequest-signing-controller"}, "--controllers"},
+		// kube-controller-manager: leader migration hands controllers to a
+		// cloud-controller-manager, which kubeboot does not run.
+		{"controller manager leader migration", []string{"--controller-manager-arg=--enable-leader-migration"}, "--enable-leader-migration"},
 		// A host without a runtime at the endpoint (any host): one line.
 		{"node on a host without a runtime", []string{"--node", "--kubelet-arg=--container-runtime-endpoint=unix:///nonexistent/cri.sock"}, "--node"},
 	}
