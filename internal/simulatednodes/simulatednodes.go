@@ -204,7 +204,8 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 }
 
 // stages are kwok's default stages, as kwokctl's clusters run them: a
-// node initializes to Ready and heartbeats through its lease; a Pod
+// node initializes to Ready (reporting no kube-proxy version, as 1.37's
+// kubelets) and heartbeats through its lease; a Pod
 // becomes Ready (after o.PodStartupDelay), completes when its
 // restartPolicy says it may (and is then no longer Ready), and is removed
 // once deleted.
@@ -217,11 +218,15 @@ func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion
 			return nil, fmt.Errorf("kwok stage: %w", err)
 		}
 		switch {
+		case s.Name == "node-initialize":
+			if err := editStatus(s, kwokKubeProxyVersion, noKubeProxyVersion); err != nil {
+				return nil, err
+			}
 		case s.Name == "pod-ready" && o.PodStartupDelay > 0:
 			ms := o.PodStartupDelay.Milliseconds()
 			s.Spec.Delay = &internalversion.StageDelay{DurationMilliseconds: &ms}
 		case s.Name == "pod-complete":
-			if err := extendStatus(s, completedConditions); err != nil {
+			if err := editStatus(s, "", completedConditions); err != nil {
 				return nil, err
 			}
 		}
@@ -247,15 +252,35 @@ conditions:
   lastTransitionTime: {{ Now | Quote }}
 `
 
-// extendStatus adds more to the status that stage s writes.
-func extendStatus(s *internalversion.Stage, more string) error {
+// kwok's node-initialize stage reports its own version as the node's
+// kube-proxy's; kubelets have left the field empty since 1.31 (it is
+// deprecated: a kubelet cannot know its node's kube-proxy).
+const (
+	kwokKubeProxyVersion = "kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion $kwokVersion }}"
+	noKubeProxyVersion   = "kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion `\"\"` }}"
+)
+
+// editStatus changes the status template of stage s: the line old becomes
+// new, or with old empty, new is added at the end. It fails if the stage
+// has no status template or the template no line old, so that a kwok
+// whose stages changed is noticed.
+func editStatus(s *internalversion.Stage, old, new string) error {
 	for _, step := range s.Spec.Steps {
-		if p := step.Patch; p != nil && p.Subresource == "status" && p.Root == "status" {
-			p.Template += more
-			return nil
+		p := step.Patch
+		if p == nil || p.Subresource != "status" || p.Root != "status" {
+			continue
 		}
+		switch {
+		case old == "":
+			p.Template += new
+		case strings.Contains(p.Template, old):
+			p.Template = strings.Replace(p.Template, old, new, 1)
+		default:
+			return fmt.Errorf("kwok stage %s: no %q in its status template", s.Name, old)
+		}
+		return nil
 	}
-	return fmt.Errorf("kwok stage %s: no status patch to extend", s.Name)
+	return fmt.Errorf("kwok stage %s: no status patch to edit", s.Name)
 }
 
 // ensureNodes creates the simulated nodes that do not exist and deletes

@@ -94,7 +94,8 @@ func TestSimulatedNodes(t *testing.T) {
 }
 
 // checkSimulatedNodes: simulated-0..2, labelled and annotated as kwok's
-// nodes, report the server's version as their kubelet's, have distinct
+// nodes, report the server's version as their kubelet's (and no
+// kube-proxy version), have distinct
 // InternalIPs from 198.18.0.0/15, the pod CIDRs of --simulated-node-cidr
 // in order, and leases of --simulated-node-lease-duration that they renew.
 func checkSimulatedNodes(t *testing.T, client kubernetes.Interface) {
@@ -127,6 +128,9 @@ func checkSimulatedNodes(t *testing.T, client kubernetes.Interface) {
 		}
 		if got := n.Status.NodeInfo.KubeletVersion; got != version.GitVersion {
 			t.Errorf("node %s: kubelet version %q, want the server's %q", name, got, version.GitVersion)
+		}
+		if got := n.Status.NodeInfo.KubeProxyVersion; got != "" {
+			t.Errorf("node %s: kube-proxy version %q, want none, as 1.37's kubelets report", name, got)
 		}
 		var internal []string
 		for _, a := range n.Status.Addresses {
