@@ -12,12 +12,16 @@
 //     gives (--authentication-kubeconfig, --authorization-kubeconfig).
 //   - Logging, feature gates and signals belong to the process: Run
 //     neither configures logging nor installs a signal handler.
+//   - The leader election is run here, around upstream's controllers,
+//     because upstream's Run builds informers of its own: these share
+//     their Pods and Nodes with the process's other components
+//     (internal/sharedobjects). Leader migration, which needs a second
+//     lease and a cloud-controller-manager, is refused.
 //   - A lost leader lease stops its controllers and Run returns an error,
 //     where the binary exits at once: the caller stops its other servers
 //     gracefully (the apiserver drains) before the process exits.
-//   - Without leader election the controllers run directly, with nothing
-//     registered process-wide, so that several control planes in one
-//     process (tests) can each run theirs.
+//   - Nothing is registered process-wide (configz), so that several
+//     control planes in one process (tests) can each run theirs.
 package controllermanager
 
 import (
