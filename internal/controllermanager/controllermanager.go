@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/blang/semver/v4"
@@ -174,16 +175,17 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 	}
 	leading, stop := context.WithCancel(ctx)
 	defer stop()
-	var runErr error
+	held := &heldLock{Interface: lock}
+	ran := make(chan error, 1)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:          lock,
+		Lock:          held,
 		LeaseDuration: le.LeaseDuration.Duration,
 		RenewDeadline: le.RenewDeadline.Duration,
 		RetryPeriod:   le.RetryPeriod.Duration,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				defer stop()
-				runErr = runControllers(ctx, c, shared, health, mux)
+				ran <- runControllers(ctx, c, shared, health, mux)
 			},
 			OnStoppedLeading: func() { logger.Info("Stopped leading", "lease", lock.Describe()) },
 		},
@@ -195,7 +197,16 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager leader election: %w", err)
 	}
+	if watchdog != nil {
+		watchdog.SetLeaderElection(elector)
+	}
 	elector.Run(leading)
+	// The elector starts OnStartedLeading without waiting for it: once it
+	// led, wait for the controllers to stop.
+	var runErr error
+	if held.acquired.Load() {
+		runErr = <-ran
+	}
 	switch {
 	case ctx.Err() != nil:
 		return nil
@@ -203,6 +214,31 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 		return runErr
 	}
 	return ErrStopped
+}
+
+// heldLock is a leader election lock that notes when this manager first
+// holds it: client-go's elector starts OnStartedLeading right after.
+type heldLock struct {
+	resourcelock.Interface
+	acquired atomic.Bool
+}
+
+func (l *heldLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, r)
+	l.note(r, err)
+	return err
+}
+
+func (l *heldLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, r)
+	l.note(r, err)
+	return err
+}
+
+func (l *heldLock) note(r resourcelock.LeaderElectionRecord, err error) {
+	if err == nil && r.HolderIdentity == l.Identity() {
+		l.acquired.Store(true)
+	}
 }
 
 // runLeaseCandidate runs this manager's lease candidate for coordinated
