@@ -36,11 +36,12 @@ var instances atomic.Int64
 // one process fails. Here the first context of a process is named as
 // upstream's, later ones get a number, and release returns the name.
 // Its informers share their Pods and Nodes with the process's other
-// components through shared. Everything else is upstream's: informers
-// without managed fields, the metadata informers, a discovery REST mapper reset every 30 s, the
-// garbage collector's dependency graph when it runs.
+// components through sharedObjects. Everything else is upstream's:
+// informers without managed fields, the metadata informers, a discovery
+// REST mapper reset every 30 s, the garbage collector's dependency graph
+// when it runs.
 func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, root, builder clientbuilder.ControllerClientBuilder,
-	shared *sharedobjects.Pool) (_ cmapp.ControllerContext, release func(), err error) {
+	sharedObjects *sharedobjects.Pool) (_ cmapp.ControllerContext, release func(), err error) {
 	client, err := root.Client("shared-informers")
 	if err != nil {
 		return cmapp.ControllerContext{}, nil, err
@@ -59,7 +60,7 @@ func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, roo
 		}
 	}()
 	resync := cmapp.ResyncPeriod(c)
-	typed := informers.NewSharedInformerFactoryWithOptions(client, resync(), informers.WithTransform(shared.Transform),
+	typed := informers.NewSharedInformerFactoryWithOptions(client, resync(), informers.WithTransform(sharedObjects.Transform),
 		informers.WithInformerName(informerName))
 	metadataConfig, err := root.Config("metadata-informers")
 	if err != nil {
@@ -69,7 +70,7 @@ func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, roo
 	if err != nil {
 		return cmapp.ControllerContext{}, nil, err
 	}
-	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, resync(), metadatainformer.WithTransform(shared.Transform))
+	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, resync(), metadatainformer.WithTransform(sharedObjects.Transform))
 	discovery, err := root.DiscoveryClient("controller-discovery")
 	if err != nil {
 		return cmapp.ControllerContext{}, nil, err

@@ -119,7 +119,7 @@ func Validate(opts *cmoptions.KubeControllerManagerOptions) error {
 // Run runs kube-controller-manager with opts until ctx is done, its
 // clients built from client (which authenticates as User). Its informers
 // hold the Pods and Nodes they share with the process's other components
-// through shared (nil: none shared). With leader election
+// through sharedObjects (nil: none shared). With leader election
 // (--leader-elect, the default) the controllers run while it holds the
 // lease, which is released when ctx is done; a lost lease stops the
 // controllers and Run returns ErrStopped. Without, the controllers run
@@ -130,8 +130,8 @@ func Validate(opts *cmoptions.KubeControllerManagerOptions) error {
 //
 // The election is run here rather than by upstream's Run, whose
 // controller context builds informers of its own: here they transform
-// through shared.
-func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, client *rest.Config, shared *sharedobjects.Pool) error {
+// through sharedObjects.
+func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, client *rest.Config, sharedObjects *sharedobjects.Pool) error {
 	logger := klog.FromContext(ctx).WithName("kube-controller-manager")
 	ctx = klog.NewContext(ctx, logger)
 	cfg, err := config(ctx, opts, client)
@@ -153,7 +153,7 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
 	if !le.LeaderElect {
-		return runControllers(ctx, c, shared, health, mux)
+		return runControllers(ctx, c, sharedObjects, health, mux)
 	}
 	hostname, err := os.Hostname()
 	if err != nil {
@@ -185,7 +185,7 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				defer stop()
-				ran <- runControllers(ctx, c, shared, health, mux)
+				ran <- runControllers(ctx, c, sharedObjects, health, mux)
 			},
 			OnStoppedLeading: func() { logger.Info("Stopped leading", "lease", lock.Describe()) },
 		},
@@ -274,13 +274,13 @@ var ErrStopped = errors.New("kube-controller-manager stopped (leader lease lost)
 // runControllers builds and runs the controllers c enables until ctx is
 // done, as upstream's Run does once it leads, their health checks added
 // to health and their debug handlers to mux (nil without a port).
-func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig, shared *sharedobjects.Pool, health cmapp.HealthCheckAdder, mux *mux.PathRecorderMux) error {
+func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig, sharedObjects *sharedobjects.Pool, health cmapp.HealthCheckAdder, mux *mux.PathRecorderMux) error {
 	root := clientbuilder.SimpleControllerClientBuilder{ClientConfig: c.Kubeconfig}
 	var builder clientbuilder.ControllerClientBuilder = root
 	if c.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
 		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), metav1.NamespaceSystem)
 	}
-	cctx, release, err := newControllerContext(ctx, c, root, builder, shared)
+	cctx, release, err := newControllerContext(ctx, c, root, builder, sharedObjects)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}

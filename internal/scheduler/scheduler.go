@@ -92,14 +92,14 @@ func withDefaults(opts *schedoptions.Options) (*schedoptions.Options, error) {
 
 // Run runs kube-scheduler with opts until ctx is done, its clients built
 // from client (which authenticates as User). Its informers hold the Pods
-// and Nodes they share with the process's other components through shared
-// (nil: none shared). It returns nil once ctx is done and scheduling has
+// and Nodes they share with the process's other components through
+// sharedObjects (nil: none shared). It returns nil once ctx is done and scheduling has
 // stopped, or the error that kept it from starting.
-func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config, shared *sharedobjects.Pool) error {
+func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config, sharedObjects *sharedobjects.Pool) error {
 	logger := klog.FromContext(ctx).WithName("kube-scheduler")
 	ctx = klog.NewContext(ctx, logger)
 	for {
-		cc, sched, election, err := setup(ctx, opts, client, shared)
+		cc, sched, election, err := setup(ctx, opts, client, sharedObjects)
 		if err != nil {
 			return err
 		}
@@ -138,7 +138,7 @@ func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config, s
 // setup is upstream's Setup on clients built from client: the completed
 // configuration without leader election, the scheduler, and the leader
 // election configuration (nil without --leader-elect).
-func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config, shared *sharedobjects.Pool) (*schedconfig.CompletedConfig, *scheduler.Scheduler,
+func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config, sharedObjects *sharedobjects.Pool) (*schedconfig.CompletedConfig, *scheduler.Scheduler,
 	*leaderelection.LeaderElectionConfig, error) {
 	o, err := withDefaults(opts)
 	if err != nil {
@@ -166,14 +166,14 @@ func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config,
 	}
 	c.EventBroadcaster = events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
 	c.InformerFactory = scheduler.NewInformerFactory(c.Client, 0, o.InformerName)
-	// Upstream's pod informer drops managedFields; shared's transforms do
-	// that too, and share the Pods and Nodes. The pod informer's watch
-	// leaves out finished Pods (a field selector): it takes shared copies
-	// but adds none.
-	if err := c.InformerFactory.Core().V1().Pods().Informer().SetTransform(shared.TransformSelected); err != nil {
+	// Upstream's pod informer drops managedFields; sharedObjects'
+	// transforms do that too (for the Nodes as well) and share the Pods
+	// and Nodes. The pod informer's watch leaves out finished Pods (a
+	// field selector): it takes shared copies but adds none.
+	if err := c.InformerFactory.Core().V1().Pods().Informer().SetTransform(sharedObjects.TransformSelected); err != nil {
 		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
 	}
-	if err := c.InformerFactory.Core().V1().Nodes().Informer().SetTransform(shared.Transform); err != nil {
+	if err := c.InformerFactory.Core().V1().Nodes().Informer().SetTransform(sharedObjects.Transform); err != nil {
 		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
 	}
 	dynClient, err := dynamic.NewForConfig(kubeconfig)
