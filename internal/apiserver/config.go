@@ -460,6 +460,10 @@ func newStorageFactory(gc *genericapiserver.Config, prefix string) (*serverstora
 // with kubeboot's core group.
 func storageProviders(gc *genericapiserver.Config, core *coreProvider, client kubernetes.Interface, factory informers.SharedInformerFactory, eventTTL time.Duration) ([]controlplaneapiserver.RESTStorageProvider, error) {
 	authz := gc.Authorization.Authorizer
+	bootstrapClient, err := bootstrappolicy.NewClient(gc.LoopbackClientConfig)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap policy client: %w", err)
+	}
 	return []controlplaneapiserver.RESTStorageProvider{
 		core,
 		apiserverinternalrest.StorageProvider{},
@@ -474,11 +478,15 @@ func storageProviders(gc *genericapiserver.Config, core *coreProvider, client ku
 		networkingrest.RESTStorageProvider{},
 		noderest.RESTStorageProvider{},
 		policyrest.RESTStorageProvider{},
-		withBootstrapHook{rbacrest.RESTStorageProvider{Authorizer: authz}, rbacrest.PostStartHookName, bootstrappolicy.EnsureRBAC, client},
-		withBootstrapHook{schedulingrest.RESTStorageProvider{}, schedulingrest.PostStartHookName, bootstrappolicy.EnsurePriorityClasses, client},
+		withBootstrapHook{rbacrest.RESTStorageProvider{Authorizer: authz}, rbacrest.PostStartHookName,
+			bootstrappolicy.NewRBAC(bootstrapClient, factory.Rbac().V1()).Ensure},
+		withBootstrapHook{schedulingrest.RESTStorageProvider{}, schedulingrest.PostStartHookName, func(ctx context.Context) error {
+			return bootstrappolicy.EnsurePriorityClasses(ctx, bootstrapClient)
+		}},
 		storagerest.RESTStorageProvider{},
 		svmrest.RESTStorageProvider{},
-		flowcontrolrest.RESTStorageProvider{InformerFactory: factory},
+		withBootstrapHook{flowcontrolrest.RESTStorageProvider{InformerFactory: factory}, flowcontrolrest.PostStartHookName,
+			bootstrappolicy.NewFlowControl(bootstrapClient.FlowcontrolV1(), factory.Flowcontrol().V1()).Ensure},
 		appsrest.StorageProvider{},
 		admissionregistrationrest.RESTStorageProvider{Authorizer: authz, DiscoveryClient: client.Discovery()},
 		eventsrest.RESTStorageProvider{TTL: eventTTL},
@@ -486,20 +494,19 @@ func storageProviders(gc *genericapiserver.Config, core *coreProvider, client ku
 	}, nil
 }
 
-// withBootstrapHook is an upstream storage provider (RBAC, scheduling)
-// whose post-start hook, under upstream's name, is kubeboot's: it stores
-// the same bootstrap objects without upstream's 1 s wait
+// withBootstrapHook is an upstream storage provider (RBAC, scheduling,
+// flow control) whose post-start hook, under upstream's name, is
+// kubeboot's: it stores the same bootstrap objects sooner
 // (internal/controller/bootstrappolicy).
 type withBootstrapHook struct {
 	controlplaneapiserver.RESTStorageProvider
 	name   string
-	ensure func(context.Context, kubernetes.Interface) error
-	client kubernetes.Interface
+	ensure func(context.Context) error
 }
 
 func (p withBootstrapHook) PostStartHook() (string, genericapiserver.PostStartHookFunc, error) {
 	return p.name, stopIsNotFailure(func(hc genericapiserver.PostStartHookContext) error {
-		return p.ensure(hc, p.client)
+		return p.ensure(hc)
 	}), nil
 }
 

@@ -1,16 +1,20 @@
 // Package bootstrappolicy stores kube-apiserver's bootstrap objects at
-// start: the default RBAC roles and bindings and the system
-// PriorityClasses. The objects are upstream's (bootstrappolicy,
-// SystemPriorityClasses) and so is the reconciliation (create what is
-// missing, add missing rules and subjects, respect the
-// rbac.authorization.kubernetes.io/autoupdate=false annotation).
+// start: the default RBAC roles and bindings, the system PriorityClasses
+// and the API Priority and Fairness configuration. The objects are
+// upstream's (bootstrappolicy, SystemPriorityClasses, the flowcontrol
+// bootstrap configuration) and so is the reconciliation (create what is
+// missing, add missing rules and subjects, respect the autoupdate
+// annotations).
 //
-// It replaces the rbac/bootstrap-roles and
-// scheduling/bootstrap-system-priority-classes hooks of upstream's storage
+// It replaces the rbac/bootstrap-roles,
+// scheduling/bootstrap-system-priority-classes and
+// priority-and-fairness-config-producer hooks of upstream's storage
 // providers for one reason, time: they make their first attempt only after
-// a 1 s wait and then reconcile ~130 objects one by one, which was more
-// than half of kubeboot's start. Here the first attempt is immediate and
-// objects are reconciled concurrently.
+// a 1 s wait or a 100 ms poll and then store ~150 objects one by one, which
+// was more than half of kubeboot's start. Here the first attempt is
+// immediate, objects are reconciled concurrently and read from the
+// server's informers, and a fresh server's first writes are paced so that
+// they do not wait for the admission chain's 100 ms re-check (writeGate).
 package bootstrappolicy
 
 import (
@@ -23,7 +27,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	rbacinformers "k8s.io/client-go/informers/rbac/v1"
 	"k8s.io/client-go/kubernetes"
+	rbaclisters "k8s.io/client-go/listers/rbac/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/component-helpers/auth/rbac/reconciliation"
 	"k8s.io/klog/v2"
@@ -44,12 +51,35 @@ const (
 	workers = 32
 )
 
-// EnsureRBAC creates or reconciles every default ClusterRole,
-// ClusterRoleBinding, Role and RoleBinding of kube-apiserver 1.37,
-// retrying until all succeeded or Timeout.
-func EnsureRBAC(ctx context.Context, client kubernetes.Interface) error {
+// RBAC keeps kube-apiserver 1.37's default ClusterRoles,
+// ClusterRoleBindings, Roles and RoleBindings.
+type RBAC struct {
+	client    kubernetes.Interface
+	informers rbacinformers.Interface
+	synced    []cache.InformerSynced
+}
+
+// NewRBAC writes through client and reads through informers, which it
+// registers; the caller starts them. The server's informers are synced
+// by the time the hook runs, so a restart compares the ~140 objects
+// without a request.
+func NewRBAC(client kubernetes.Interface, informers rbacinformers.Interface) *RBAC {
+	return &RBAC{client: client, informers: informers, synced: []cache.InformerSynced{
+		informers.ClusterRoles().Informer().HasSynced,
+		informers.ClusterRoleBindings().Informer().HasSynced,
+		informers.Roles().Informer().HasSynced,
+		informers.RoleBindings().Informer().HasSynced,
+	}}
+}
+
+// Ensure creates or reconciles every object, retrying until all succeeded
+// or Timeout.
+func (r *RBAC) Ensure(ctx context.Context) error {
+	if err := waitForSync(ctx, "RBAC", r.synced); err != nil {
+		return err
+	}
 	return untilDone(ctx, "default RBAC policy", func(ctx context.Context) error {
-		return run(rbacTasks(client))
+		return run(rbacTasks(r.client, r.informers))
 	})
 }
 
@@ -104,30 +134,52 @@ func untilDone(ctx context.Context, what string, attempt func(context.Context) e
 	return nil
 }
 
+// waitForSync returns once every informer has synced. The server's
+// informers start before it serves and have synced by the time the hooks
+// run; it polls more often than client-go's WaitForCacheSync (100 ms).
+func waitForSync(ctx context.Context, what string, synced []cache.InformerSynced) error {
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, Timeout, true, func(context.Context) (bool, error) {
+		for _, s := range synced {
+			if !s() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the %s informers to sync: %w", what, err)
+	}
+	return nil
+}
+
 // rbacTasks reconciles each object of upstream's bootstrap policy.
-func rbacTasks(client kubernetes.Interface) []func() error {
+func rbacTasks(client kubernetes.Interface, informers rbacinformers.Interface) []func() error {
 	rbac := client.RbacV1()
 	namespaces := client.CoreV1().Namespaces()
+	clusterRoles := cachedClusterRoles{reconciliation.ClusterRoleModifier{Client: rbac.ClusterRoles()}, informers.ClusterRoles().Lister()}
+	clusterRoleBindings := cachedClusterRoleBindings{reconciliation.ClusterRoleBindingClientAdapter{Client: rbac.ClusterRoleBindings()}, informers.ClusterRoleBindings().Lister()}
+	roles := cachedRoles{reconciliation.RoleModifier{Client: rbac, NamespaceClient: namespaces}, informers.Roles().Lister()}
+	roleBindings := cachedRoleBindings{reconciliation.RoleBindingClientAdapter{Client: rbac, NamespaceClient: namespaces}, informers.RoleBindings().Lister()}
 	var tasks []func() error
 	for _, role := range append(bootstrappolicy.ClusterRoles(), bootstrappolicy.ControllerRoles()...) {
 		tasks = append(tasks, reconcileRole("clusterrole", role.Name, "", reconciliation.ReconcileRoleOptions{
 			Role:    reconciliation.ClusterRoleRuleOwner{ClusterRole: &role},
-			Client:  reconciliation.ClusterRoleModifier{Client: rbac.ClusterRoles()},
+			Client:  clusterRoles,
 			Confirm: true,
 		}))
 	}
 	for _, binding := range append(bootstrappolicy.ClusterRoleBindings(), bootstrappolicy.ControllerRoleBindings()...) {
 		tasks = append(tasks, reconcileBinding("clusterrolebinding", binding.Name, "", reconciliation.ReconcileRoleBindingOptions{
 			RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: &binding},
-			Client:      reconciliation.ClusterRoleBindingClientAdapter{Client: rbac.ClusterRoleBindings()},
+			Client:      clusterRoleBindings,
 			Confirm:     true,
 		}))
 	}
-	for ns, roles := range bootstrappolicy.NamespaceRoles() {
-		for _, role := range roles {
+	for ns, nsRoles := range bootstrappolicy.NamespaceRoles() {
+		for _, role := range nsRoles {
 			tasks = append(tasks, reconcileRole("role", role.Name, ns, reconciliation.ReconcileRoleOptions{
 				Role:    reconciliation.RoleRuleOwner{Role: &role},
-				Client:  reconciliation.RoleModifier{Client: rbac, NamespaceClient: namespaces},
+				Client:  roles,
 				Confirm: true,
 			}))
 		}
@@ -136,12 +188,68 @@ func rbacTasks(client kubernetes.Interface) []func() error {
 		for _, binding := range bindings {
 			tasks = append(tasks, reconcileBinding("rolebinding", binding.Name, ns, reconciliation.ReconcileRoleBindingOptions{
 				RoleBinding: reconciliation.RoleBindingAdapter{RoleBinding: &binding},
-				Client:      reconciliation.RoleBindingClientAdapter{Client: rbac, NamespaceClient: namespaces},
+				Client:      roleBindings,
 				Confirm:     true,
 			}))
 		}
 	}
 	return tasks
+}
+
+// The reconcilers' clients with reads from the informers' caches. A
+// stale read costs a refused write and a new attempt, as a concurrent
+// change does.
+
+type cachedClusterRoles struct {
+	reconciliation.ClusterRoleModifier
+	lister rbaclisters.ClusterRoleLister
+}
+
+func (c cachedClusterRoles) Get(_, name string) (reconciliation.RuleOwner, error) {
+	r, err := c.lister.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.ClusterRoleRuleOwner{ClusterRole: r.DeepCopy()}, nil
+}
+
+type cachedClusterRoleBindings struct {
+	reconciliation.ClusterRoleBindingClientAdapter
+	lister rbaclisters.ClusterRoleBindingLister
+}
+
+func (c cachedClusterRoleBindings) Get(_, name string) (reconciliation.RoleBinding, error) {
+	b, err := c.lister.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: b.DeepCopy()}, nil
+}
+
+type cachedRoles struct {
+	reconciliation.RoleModifier
+	lister rbaclisters.RoleLister
+}
+
+func (c cachedRoles) Get(namespace, name string) (reconciliation.RuleOwner, error) {
+	r, err := c.lister.Roles(namespace).Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.RoleRuleOwner{Role: r.DeepCopy()}, nil
+}
+
+type cachedRoleBindings struct {
+	reconciliation.RoleBindingClientAdapter
+	lister rbaclisters.RoleBindingLister
+}
+
+func (c cachedRoleBindings) Get(namespace, name string) (reconciliation.RoleBinding, error) {
+	b, err := c.lister.RoleBindings(namespace).Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.RoleBindingAdapter{RoleBinding: b.DeepCopy()}, nil
 }
 
 func reconcileRole(kind, name, namespace string, opts reconciliation.ReconcileRoleOptions) func() error {
