@@ -10,12 +10,23 @@ import (
 // testConfig is a server on a free loopback port and a data dir of its own.
 func testConfig(t *testing.T) controlplane.CompletedConfig {
 	t.Helper()
+	return testConfigIn(t, t.TempDir(), nil)
+}
+
+// testConfigIn is a server on a free loopback port and dataDir, changed
+// by edit if not nil.
+func testConfigIn(t *testing.T, dataDir string, edit func(*controlplane.Config)) controlplane.CompletedConfig {
+	t.Helper()
 	server := controlplane.NewServerRunOptions()
 	server.AdvertiseAddress = net.IPv4(192, 0, 2, 1)
-	cfg, err := controlplane.Config{
-		DataDir: t.TempDir(), BindAddress: net.IPv4(127, 0, 0, 1), UseFreePort: true,
+	c := controlplane.Config{
+		DataDir: dataDir, BindAddress: net.IPv4(127, 0, 0, 1), UseFreePort: true,
 		Server: server, ServiceClusterIPRange: "10.0.0.0/24",
-	}.Complete()
+	}
+	if edit != nil {
+		edit(&c)
+	}
+	cfg, err := c.Complete()
 	if err != nil {
 		t.Fatal(err)
 	}

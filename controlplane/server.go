@@ -32,14 +32,18 @@ import (
 
 // Server is a control plane ready to Run.
 type Server struct {
-	cfg      *completedConfig
-	api      *apiserver.Server
-	etcd     *etcd.Server     // nil with external etcd
-	etcdCli  *clientv3.Client // owned here only for external etcd
-	listener net.Listener
-	url      string
-	admin    *rest.Config
-	ca       *pki.KeyPair
+	cfg     *completedConfig
+	api     *apiserver.Server
+	etcd    *etcd.Server     // nil with external etcd
+	etcdCli *clientv3.Client // owned here only for external etcd
+	// etcdStarted is closed once startEtcd's member has started or the
+	// cluster was dialed, or that failed; stopEtcdStart abandons it.
+	etcdStarted   chan struct{}
+	stopEtcdStart context.CancelFunc
+	listener      net.Listener
+	url           string
+	admin         *rest.Config
+	ca            *pki.KeyPair
 	// checkpoint is what Reset returns the stored objects to.
 	checkpoint   *storage.Checkpoint
 	checkpointMu sync.Mutex
@@ -97,16 +101,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	s.admin = certs.adminConfig
 	s.ca = certs.ca
 
-	if len(cfg.Etcd.Servers) == 0 {
-		s.etcd, err = etcd.Start(ctx, etcd.Config{Dir: filepath.Join(cfg.DataDir, "etcd")})
-		if err != nil {
-			return nil, err
-		}
-		s.etcdCli = s.etcd.Client()
-	} else if s.etcdCli, err = dialEtcd(ctx, cfg.Etcd); err != nil {
-		return nil, err
-	}
-
+	etcdClient := s.startEtcd(ctx)
 	signingKey := cfg.ServiceAccountSigningKeyFile
 	setDefault(&signingKey, certs.serviceAccountKey)
 	if cfg.controllerManager != nil || cfg.scheduler != nil {
@@ -134,7 +129,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		Admission:                    cfg.Admission,
 		Features:                     cfg.Features,
 		PublicAddress:                cfg.advertiseAddr,
-		Etcd:                         s.etcdCli,
+		Etcd:                         etcdClient,
 		EtcdPrefix:                   cfg.Etcd.Prefix,
 
 		EtcdCompactionInterval: cfg.Etcd.CompactionInterval,
@@ -435,11 +430,40 @@ func (s *Server) watchPublished(ctx context.Context) {
 	close(s.published)
 }
 
+// startEtcd starts the embedded member, or dials the external cluster,
+// in the background, and returns a function that waits for its client.
+// New builds the part of the API server that needs no storage meanwhile:
+// a lone member takes 10-50 ms to elect itself.
+func (s *Server) startEtcd(ctx context.Context) func() (*clientv3.Client, error) {
+	ctx, s.stopEtcdStart = context.WithCancel(ctx)
+	s.etcdStarted = make(chan struct{})
+	var err error
+	go func() {
+		defer close(s.etcdStarted)
+		if len(s.cfg.Etcd.Servers) > 0 {
+			s.etcdCli, err = dialEtcd(ctx, s.cfg.Etcd)
+			return
+		}
+		var member *etcd.Server
+		if member, err = etcd.Start(ctx, etcd.Config{Dir: filepath.Join(s.cfg.DataDir, "etcd")}); err == nil {
+			s.etcd, s.etcdCli = member, member.Client()
+		}
+	}()
+	return func() (*clientv3.Client, error) {
+		<-s.etcdStarted
+		return s.etcdCli, err
+	}
+}
+
 // close stops what New started, in reverse order; it is idempotent.
 func (s *Server) close() {
 	s.closeOnce.Do(func() {
 		if s.api != nil && !s.ran {
 			s.api.Generic.Destroy()
+		}
+		if s.etcdStarted != nil {
+			s.stopEtcdStart()
+			<-s.etcdStarted
 		}
 		if s.etcd != nil {
 			_ = s.etcd.Close()

@@ -113,8 +113,10 @@ type Config struct {
 	// PublicAddress is the address other members of the cluster reach this
 	// server on (--advertise-address).
 	PublicAddress netip.Addr
-	// Etcd is the storage client; the caller owns and closes it.
-	Etcd *clientv3.Client
+	// Etcd returns the storage client, which the caller owns and closes.
+	// New calls it once it needs storage, having built what needs none,
+	// so that an embedded member can start meanwhile. Required.
+	Etcd func() (*clientv3.Client, error)
 	// EtcdPrefix is --etcd-prefix. Default: /registry.
 	EtcdPrefix string
 	// EtcdCompactionInterval is --etcd-compaction-interval: how often old
@@ -207,6 +209,8 @@ type Server struct {
 	Client   kubernetes.Interface
 	Loopback *rest.Config
 	storage  *storage.Backend
+	// etcd is Config.Etcd's client.
+	etcd *clientv3.Client
 	// allocators are the Service allocators, whose repair loops read the
 	// core group's Services.
 	allocators   *serviceAllocators
@@ -273,28 +277,6 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err := storage.New(storage.Config{
-		Client:                cfg.Etcd,
-		Prefix:                cfg.EtcdPrefix,
-		Serializer:            legacyscheme.Codecs,
-		Resources:             storageFactory,
-		EnableWatchCache:      cfg.EnableWatchCache,
-		GarbageCollection:     cfg.GarbageCollection,
-		CompactionInterval:    cfg.EtcdCompactionInterval,
-		CountMetricPollPeriod: time.Minute,
-		ObjectCountTracker:    gc.StorageObjectCountTracker,
-	})
-	if err != nil {
-		return nil, err
-	}
-	destroy = append(destroy, backend.Destroy)
-	gc.RESTOptionsGetter = backend
-	gc.AddHealthChecks(healthz.NamedCheck("etcd", func(*http.Request) error {
-		return backend.Check(context.Background(), 2*time.Second)
-	}))
-	gc.AddReadyzChecks(healthz.NamedCheck("etcd-readiness", func(*http.Request) error {
-		return backend.Check(context.Background(), 2*time.Second)
-	}))
 	resolver, err := newEndpointResolver(informerFactory)
 	if err != nil {
 		return nil, err
@@ -325,6 +307,34 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("features: %w", err)
 	}
 
+	// Storage comes last: the configuration above needs none, and is built
+	// while an embedded etcd member starts.
+	etcdClient, err := cfg.Etcd()
+	if err != nil {
+		return nil, err
+	}
+	backend, err := storage.New(storage.Config{
+		Client:                etcdClient,
+		Prefix:                cfg.EtcdPrefix,
+		Serializer:            legacyscheme.Codecs,
+		Resources:             storageFactory,
+		EnableWatchCache:      cfg.EnableWatchCache,
+		GarbageCollection:     cfg.GarbageCollection,
+		CompactionInterval:    cfg.EtcdCompactionInterval,
+		CountMetricPollPeriod: time.Minute,
+		ObjectCountTracker:    gc.StorageObjectCountTracker,
+	})
+	if err != nil {
+		return nil, err
+	}
+	destroy = append(destroy, backend.Destroy)
+	gc.RESTOptionsGetter = backend
+	gc.AddHealthChecks(healthz.NamedCheck("etcd", func(*http.Request) error {
+		return backend.Check(context.Background(), 2*time.Second)
+	}))
+	gc.AddReadyzChecks(healthz.NamedCheck("etcd-readiness", func(*http.Request) error {
+		return backend.Check(context.Background(), 2*time.Second)
+	}))
 	// The chain is built from the back: each server is its predecessor's
 	// delegate, and takes over its post-start and pre-shutdown hooks.
 	crds, err := newExtensionsServer(*gc, backend, informerFactory, resolver, cfg.APIServerCount)
@@ -402,7 +412,7 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("serving OpenAPI: %w", err)
 	}
 	s := &Server{Scheme: legacyscheme.Scheme, Client: client, Loopback: gc.LoopbackClientConfig, inProcessTokens: inProcessTokens,
-		storage: backend, informers: informerFactory, internalClient: internalClient,
+		storage: backend, etcd: etcdClient, informers: informerFactory, internalClient: internalClient,
 		allocators: allocators, coreProvider: core,
 		core: generic, crds: crds, openAPIV3: coreConfig.OpenAPIV3Config, failed: make(chan error, 1)}
 	if err := s.addHooks(cfg); err != nil {

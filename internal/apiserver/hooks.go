@@ -220,7 +220,7 @@ func (s *Server) newReconciler(cfg Config) (reconcilers.EndpointReconciler, erro
 		if err != nil {
 			return nil, err
 		}
-		return reconcilers.NewLease(s.Client, cfg.Etcd, opts.StorageConfig.Prefix, cfg.EndpointLeaseTTL, opts.StorageConfig.Codec), nil
+		return reconcilers.NewLease(s.Client, s.etcd, opts.StorageConfig.Prefix, cfg.EndpointLeaseTTL, opts.StorageConfig.Codec), nil
 	}
 	return nil, fmt.Errorf("unknown endpoint reconciler type %q", cfg.EndpointReconcilerType)
 }
