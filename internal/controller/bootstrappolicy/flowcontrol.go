@@ -13,9 +13,9 @@ import (
 	"k8s.io/kubernetes/pkg/registry/flowcontrol/ensurer"
 )
 
-// FlowControlInterval is how often the API Priority and Fairness
+// flowControlInterval is how often the API Priority and Fairness
 // configuration is ensured again after start, as upstream's.
-const FlowControlInterval = time.Minute
+const flowControlInterval = time.Minute
 
 // FlowControl keeps kube-apiserver's API Priority and Fairness
 // configuration: the mandatory and suggested PriorityLevelConfigurations
@@ -25,7 +25,7 @@ const FlowControlInterval = time.Minute
 // auto-updated objects upstream no longer suggests.
 //
 // It replaces the priority-and-fairness-config-producer hook of upstream's
-// storage provider for the reason EnsureRBAC replaces its hook: upstream's
+// storage provider for the reason RBAC replaces its hook: upstream's
 // creates the ~20 objects one by one; here the priority levels are
 // stored concurrently, then the flow schemas.
 type FlowControl struct {
@@ -46,7 +46,7 @@ func NewFlowControl(client flowcontrolclient.FlowcontrolV1Interface, informers f
 }
 
 // Ensure stores the configuration, retrying until it succeeded or Timeout,
-// and then ensures it again every FlowControlInterval until ctx ends.
+// and then ensures it again every flowControlInterval until ctx ends.
 func (f *FlowControl) Ensure(ctx context.Context) error {
 	if err := waitForSync(ctx, "API Priority and Fairness", f.synced); err != nil {
 		return err
@@ -55,7 +55,7 @@ func (f *FlowControl) Ensure(ctx context.Context) error {
 		return err
 	}
 	go func() {
-		tick := time.NewTicker(FlowControlInterval)
+		tick := time.NewTicker(flowControlInterval)
 		defer tick.Stop()
 		for {
 			select {
