@@ -29,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/blang/semver/v4"
@@ -60,6 +59,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 	kubefeatures "k8s.io/kubernetes/pkg/features"
 
+	"github.com/kubeboot/kubeboot/internal/leaselock"
 	"github.com/kubeboot/kubeboot/internal/loopback"
 	"github.com/kubeboot/kubeboot/internal/sharedobjects"
 )
@@ -175,7 +175,7 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 	}
 	leading, stop := context.WithCancel(ctx)
 	defer stop()
-	held := &heldLock{Interface: lock}
+	held := &leaselock.Held{Interface: lock}
 	ran := make(chan error, 1)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          held,
@@ -204,7 +204,7 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 	// The elector starts OnStartedLeading without waiting for it: once it
 	// led, wait for the controllers to stop.
 	var runErr error
-	if held.acquired.Load() {
+	if held.Acquired() {
 		runErr = <-ran
 	}
 	switch {
@@ -214,31 +214,6 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 		return runErr
 	}
 	return ErrStopped
-}
-
-// heldLock is a leader election lock that notes when this manager first
-// holds it: client-go's elector starts OnStartedLeading right after.
-type heldLock struct {
-	resourcelock.Interface
-	acquired atomic.Bool
-}
-
-func (l *heldLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	err := l.Interface.Create(ctx, r)
-	l.note(r, err)
-	return err
-}
-
-func (l *heldLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	err := l.Interface.Update(ctx, r)
-	l.note(r, err)
-	return err
-}
-
-func (l *heldLock) note(r resourcelock.LeaderElectionRecord, err error) {
-	if err == nil && r.HolderIdentity == l.Identity() {
-		l.acquired.Store(true)
-	}
 }
 
 // runLeaseCandidate runs this manager's lease candidate for coordinated

@@ -43,6 +43,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
+	"github.com/kubeboot/kubeboot/internal/leaselock"
 	"github.com/kubeboot/kubeboot/internal/loopback"
 	"github.com/kubeboot/kubeboot/internal/sharedobjects"
 )
@@ -114,15 +115,26 @@ func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config, s
 			run(ctx)
 			return nil
 		}
+		held := &leaselock.Held{Interface: election.Lock}
+		election.Lock = held
+		scheduled := make(chan struct{})
 		election.Callbacks = leaderelection.LeaderCallbacks{
-			OnStartedLeading: run,
-			OnStoppedLeading: func() { logger.Info("Stopped leading", "lease", election.Lock.Describe()) },
+			OnStartedLeading: func(ctx context.Context) {
+				defer close(scheduled)
+				run(ctx)
+			},
+			OnStoppedLeading: func() { logger.Info("Stopped leading", "lease", held.Describe()) },
 		}
 		elector, err := leaderelection.NewLeaderElector(*election)
 		if err != nil {
 			return fmt.Errorf("kube-scheduler leader election: %w", err)
 		}
 		elector.Run(ctx)
+		// The elector starts OnStartedLeading without waiting for it: once
+		// it led, wait for scheduling to stop.
+		if held.Acquired() {
+			<-scheduled
+		}
 		if ctx.Err() != nil {
 			return nil
 		}

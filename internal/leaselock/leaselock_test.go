@@ -1,4 +1,4 @@
-package controllermanager
+package leaselock
 
 import (
 	"context"
@@ -18,9 +18,9 @@ func (f fakeLock) Create(context.Context, resourcelock.LeaderElectionRecord) err
 func (f fakeLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return f.err }
 func (f fakeLock) Identity() string                                                { return "me" }
 
-// TestHeldLock checks what Run's wait for the controllers rests on: the
-// lock notes a lease this manager came to hold, and nothing else.
-func TestHeldLock(t *testing.T) {
+// TestHeld checks what the components' wait for their leading work rests
+// on: the lock notes a lease its holder came to hold, and nothing else.
+func TestHeld(t *testing.T) {
 	failed := errors.New("conflict")
 	tests := []struct {
 		name   string
@@ -37,7 +37,7 @@ func TestHeldLock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := &heldLock{Interface: fakeLock{err: tt.err}}
+			l := &Held{Interface: fakeLock{err: tt.err}}
 			r := resourcelock.LeaderElectionRecord{HolderIdentity: tt.holder}
 			var err error
 			if tt.create {
@@ -48,7 +48,7 @@ func TestHeldLock(t *testing.T) {
 			if !errors.Is(err, tt.err) {
 				t.Errorf("error %v, want %v", err, tt.err)
 			}
-			if got := l.acquired.Load(); got != tt.want {
+			if got := l.Acquired(); got != tt.want {
 				t.Errorf("acquired %v, want %v", got, tt.want)
 			}
 		})
