@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/request/union"
@@ -75,7 +76,13 @@ type serviceAccountTokens struct {
 	issuer        serviceaccount.TokenGenerator
 	issuerURL     string
 	maxExpiration time.Duration
-	publicKeys    serviceaccount.PublicKeysGetter
+	// extendExpiration and maxExtendedExpiration are
+	// --service-account-extend-token-expiration and the lifetime it gives
+	// the kubelets' pod-bound tokens (their 3607 s requests are issued for
+	// a year, with a warnafter claim at 3607 s), as kube-apiserver has them.
+	extendExpiration      bool
+	maxExtendedExpiration time.Duration
+	publicKeys            serviceaccount.PublicKeysGetter
 }
 
 // newServiceAccountTokens fills in o's defaults (issuer, and the signing
@@ -111,7 +118,8 @@ func newServiceAccountTokens(o *kubeoptions.ServiceAccountAuthenticationOptions,
 		return nil, fmt.Errorf("service account keys: %w", err)
 	}
 	return &serviceAccountTokens{issuer: issuer, issuerURL: o.Issuers[0],
-		maxExpiration: o.MaxExpiration, publicKeys: getter}, nil
+		maxExpiration: o.MaxExpiration, extendExpiration: o.ExtendExpiration, maxExtendedExpiration: o.MaxExtendedExpiration,
+		publicKeys: getter}, nil
 }
 
 // applyAuthentication sets up the authenticators o describes (from
@@ -138,8 +146,25 @@ func applyAuthentication(gc *genericapiserver.Config, o *kubeoptions.BuiltInAuth
 	for _, p := range anonymousPaths {
 		conditions = append(conditions, apiserverapi.AnonymousAuthCondition{Path: p})
 	}
-	gc.Authentication.Authenticator = union.New(gc.Authentication.Authenticator, anonymous.NewAuthenticator(conditions))
+	// As kube-apiserver's --anonymous-auth: a request whose credentials
+	// fail is refused, not taken for anonymous.
+	gc.Authentication.Authenticator = union.NewFailOnError(gc.Authentication.Authenticator,
+		requestsWithURL{anonymous.NewAuthenticator(conditions)})
 	return nil
+}
+
+// requestsWithURL passes only requests that have a URL to an
+// authenticator that reads it. TokenReview authenticates a request that
+// carries nothing but the token under review, which must never be taken
+// for anonymous (and the library's anonymous authenticator with path
+// conditions would dereference its missing URL).
+type requestsWithURL struct{ authenticator.Request }
+
+func (a requestsWithURL) AuthenticateRequest(req *http.Request) (*authenticator.Response, bool, error) {
+	if req.URL == nil {
+		return nil, false, nil
+	}
+	return a.Request.AuthenticateRequest(req)
 }
 
 // addInProcessUsers gives each of users a random bearer token that

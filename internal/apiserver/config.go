@@ -368,11 +368,12 @@ func New(cfg Config) (_ *Server, err error) {
 			SystemNamespaces:          systemNamespaces,
 			VersionedInformers:        informerFactory,
 
-			ServiceAccountIssuer:           sa.issuer,
-			ServiceAccountMaxExpiration:    sa.maxExpiration,
-			ExtendExpiration:               true,
-			ServiceAccountIssuerURL:        sa.issuerURL,
-			ServiceAccountPublicKeysGetter: sa.publicKeys,
+			ServiceAccountIssuer:                sa.issuer,
+			ServiceAccountMaxExpiration:         sa.maxExpiration,
+			ExtendExpiration:                    sa.extendExpiration,
+			ServiceAccountExtendedMaxExpiration: sa.maxExtendedExpiration,
+			ServiceAccountIssuerURL:             sa.issuerURL,
+			ServiceAccountPublicKeysGetter:      sa.publicKeys,
 		},
 	}
 	completed := cpConfig.Complete()

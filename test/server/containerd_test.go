@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -20,7 +23,8 @@ import (
 // a CNI bridge. It checks that a Pod's container runs and answers on the
 // Pod's IP, that `kubectl logs` and `kubectl exec` reach it through the
 // apiserver and the kubelet, that a ClusterIP Service reaches it through
-// kube-proxy, and that a deleted Pod's container stops.
+// kube-proxy, that a Pod's service account token still authenticates it
+// minutes after it started, and that a deleted Pod's container stops.
 func TestServerNodeContainerd(t *testing.T) {
 	harness.RequireContainerd(t)
 	addr, ok := inProxyNetNS(t)
@@ -29,13 +33,22 @@ func TestServerNodeContainerd(t *testing.T) {
 	}
 	srv, _, _ := startNodeServer(t, addr, harness.StartContainerd(t, "10.244.0.0/24"))
 	client := srv.MustClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	node := waitNode(ctx, t, client, nodeName)
 	if got := node.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(got, "containerd://") {
 		t.Errorf("container runtime %q, want containerd", got)
 	}
+	// Started first, checked last: its token must outlive the JWT
+	// library's one-minute leeway.
+	runPod(ctx, t, client, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "whoami", Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "whoami", Image: harness.TestImage, ImagePullPolicy: corev1.PullNever,
+			Args: []string{"whoami", "10s"},
+		}}},
+	})
 
 	const port = 8080
 	pod := &corev1.Pod{
@@ -84,6 +97,11 @@ func TestServerNodeContainerd(t *testing.T) {
 		waitHello(t, net.JoinHostPort(svc.Spec.ClusterIP, "80"), hello)
 	})
 
+	t.Run("a Pod's token still works after two minutes", func(t *testing.T) {
+		checkTokenLasts(ctx, t, client, metav1.NamespaceDefault, "whoami", 130*time.Second)
+		deletePod(ctx, t, client, metav1.NamespaceDefault, "whoami")
+	})
+
 	t.Run("a deleted Pod's container stops", func(t *testing.T) {
 		deletePod(ctx, t, client, metav1.NamespaceDefault, "web")
 		for pid, p := range harness.Processes() {
@@ -92,4 +110,35 @@ func TestServerNodeContainerd(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkTokenLasts reads the log of Pod ns/name, which runs `testcontainer
+// whoami` (a SelfSubjectReview with its projected service account token
+// every few seconds), until it covers at least after since the Pod
+// started, and requires every review to have authenticated the Pod's
+// service account. The kubelet asks for 3607 s tokens, which
+// kube-apiserver extends to a year (--service-account-extend-token-expiration).
+func checkTokenLasts(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, after time.Duration) {
+	t.Helper()
+	want := fmt.Sprintf("201 system:serviceaccount:%s:default", ns)
+	var lines []string
+	err := wait.PollUntilContextCancel(ctx, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		out, err := client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return false, nil
+		}
+		lines = strings.Split(strings.TrimSpace(string(out)), "\n")
+		var seconds int
+		fmt.Sscan(lines[len(lines)-1], &seconds)
+		return time.Duration(seconds)*time.Second >= after, nil
+	})
+	if err != nil {
+		t.Fatalf("the Pod's log does not reach %s: %v\n%s", after, err, strings.Join(lines, "\n"))
+	}
+	for _, l := range lines {
+		if _, result, _ := strings.Cut(l, " "); result != want {
+			t.Errorf("review at %s, want %q; the whole log:\n%s", l, want, strings.Join(lines, "\n"))
+			break
+		}
+	}
 }

@@ -6,15 +6,25 @@
 //	testcontainer serve PORT    answer each TCP connection on PORT with one line,
 //	                            "hello from <hostname>"
 //	testcontainer echo ARGS...  print ARGS (for exec)
+//	testcontainer whoami PERIOD every PERIOD, ask the API server who the Pod's
+//	                            service account token says it is, and print
+//	                            "<seconds since start> <HTTP status> <user>"
 package main
 
 import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -26,7 +36,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testcontainer pause | serve PORT | echo ARGS...")
+		return fmt.Errorf("usage: testcontainer pause | serve PORT | echo ARGS... | whoami PERIOD")
 	}
 	switch args[0] {
 	case "pause":
@@ -42,6 +52,15 @@ func run(args []string) error {
 	case "echo":
 		fmt.Println(strings.Join(args[1:], " "))
 		return nil
+	case "whoami":
+		if len(args) != 2 {
+			return fmt.Errorf("usage: testcontainer whoami PERIOD")
+		}
+		period, err := time.ParseDuration(args[1])
+		if err != nil {
+			return err
+		}
+		return whoami(period)
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
@@ -78,4 +97,69 @@ func serve(port string) error {
 		fmt.Fprintln(c, "hello from "+host)
 		c.Close()
 	}
+}
+
+// serviceAccountDir is where the kubelet mounts a Pod's projected service
+// account token and the cluster's CA.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount/"
+
+// whoami asks the API server (through the kubernetes Service, as
+// in-cluster clients do) for a SelfSubjectReview every period, reading
+// the token anew each time as client-go does, until SIGTERM.
+func whoami(period time.Duration) error {
+	ca, err := os.ReadFile(serviceAccountDir + "ca.crt")
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return fmt.Errorf("no certificate in %sca.crt", serviceAccountDir)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	url := "https://" + net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")) +
+		"/apis/authentication.k8s.io/v1/selfsubjectreviews"
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	start := time.Now()
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		code, user := selfSubjectReview(client, url)
+		fmt.Printf("%d %d %s\n", int(time.Since(start).Seconds()), code, user)
+		select {
+		case <-stop:
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// selfSubjectReview returns the status of one review and the user it
+// names, or the error.
+func selfSubjectReview(client *http.Client, url string) (int, string) {
+	token, err := os.ReadFile(serviceAccountDir + "token")
+	if err != nil {
+		return 0, err.Error()
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)))
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var review struct {
+		Status struct {
+			UserInfo struct{ Username string } `json:"userInfo"`
+		} `json:"status"`
+	}
+	if json.Unmarshal(body, &review) != nil || review.Status.UserInfo.Username == "" {
+		return resp.StatusCode, strings.Join(strings.Fields(string(body)), " ")
+	}
+	return resp.StatusCode, review.Status.UserInfo.Username
 }
