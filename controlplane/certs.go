@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 
-	"github.com/kubeboot/kubeboot/internal/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
 // ClusterName names the cluster in the kubeconfigs the server writes.

@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -13,20 +12,15 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
-	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
-	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
-	"github.com/kubeboot/kubeboot/internal/controllermanager"
-	"github.com/kubeboot/kubeboot/internal/crdinstall"
-	"github.com/kubeboot/kubeboot/internal/etcd"
-	"github.com/kubeboot/kubeboot/internal/network"
-	"github.com/kubeboot/kubeboot/internal/pki"
-	"github.com/kubeboot/kubeboot/internal/reconcilers"
-	"github.com/kubeboot/kubeboot/internal/scheduler"
-	"github.com/kubeboot/kubeboot/internal/simulatednodes"
-	"github.com/kubeboot/kubeboot/internal/storage"
+	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
+	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
+	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/platform/etcd"
+	"github.com/kubeboot/kubeboot/internal/platform/network"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
 // Defaults, as kube-apiserver's where it has one.
@@ -142,42 +136,10 @@ type Config struct {
 	// DisableWatchCache serves lists and watches from etcd (--watch-cache=false).
 	DisableWatchCache bool
 
-	// ControllerManager runs kube-controller-manager 1.37.2 in the process
-	// once the apiserver is ready, with these options
-	// (NewControllerManagerOptions, then the binary's flags), as
-	// system:kube-controller-manager, talking to the apiserver in-process.
-	// Unless set in them, --root-ca-file and --cluster-signing-cert-file
-	// and --cluster-signing-key-file are the generated CA's,
-	// --service-account-private-key-file is the service account signing
-	// key and --service-cluster-ip-range is ServiceClusterIPRange. When its
-	// garbage collector runs, garbage collection is on in the registries;
-	// when its namespace controller runs, the apiserver runs none of its
-	// own. Default: nil, none.
-	ControllerManager *cmoptions.KubeControllerManagerOptions
-	// Scheduler runs kube-scheduler 1.37.2 in the process once the
-	// apiserver is ready, with these options (NewSchedulerOptions, then the
-	// binary's flags), as system:kube-scheduler, talking to the apiserver
-	// in-process. Default: nil, none.
-	Scheduler *schedoptions.Options
-	// SimulatedNodes runs simulated nodes in the process once the
-	// apiserver is ready (kwok's controllers), as
-	// system:kubeboot:simulated-nodes. Default: nil, none.
-	SimulatedNodes *simulatednodes.Options
-	// Components are more parts of the process that run like the
-	// controller manager and scheduler: started once the server is ready,
-	// stopped before it drains; one that fails stops the server. `kubeboot
-	// server --node` runs the host's kubelet and kube-proxy this way.
-	// Default: none.
+	// Components run in the process beside the API server (Component):
+	// kube-controller-manager, kube-scheduler, simulated nodes, this
+	// host's node. Default: none.
 	Components []Component
-}
-
-// Component is one of Config.Components.
-type Component struct {
-	// Name is what its errors and logs say.
-	Name string
-	// Run runs it until ctx is done; s is the server, ready, for what it
-	// needs to reach it (URL, AdminConfig, UserConfig, DataDir).
-	Run func(ctx context.Context, s *Server) error
 }
 
 // CRD is a CustomResourceDefinition to install at start, with the source
@@ -209,11 +171,8 @@ type CompletedConfig struct {
 
 type completedConfig struct {
 	Config
-	// controllerManager and scheduler are copies of
-	// Config.ControllerManager and Config.Scheduler with the files
-	// defaulted.
-	controllerManager *cmoptions.KubeControllerManagerOptions
-	scheduler         *schedoptions.Options
+	// components are Config.Components, completed.
+	components []completedComponent
 	// componentKubeconfigs are written with the certificates, for the
 	// components that serve a port of their own.
 	componentKubeconfigs []componentKubeconfig
@@ -243,7 +202,7 @@ func NewConfig() Config {
 		SecurePort:  DefaultSecurePort,
 		Server:      NewServerRunOptions(),
 		Etcd: EtcdConfig{
-			Prefix:             storage.DefaultPrefix,
+			Prefix:             etcdstore.DefaultPrefix,
 			CompactionInterval: DefaultEtcdCompactionInterval,
 		},
 		ServiceNodePortRange: network.DefaultServiceNodePortRange,
@@ -290,6 +249,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if abs, err := filepath.Abs(cc.DataDir); err == nil {
 		cc.DataDir = abs
 	}
+	setDefault(&cc.ServiceAccountSigningKeyFile, DefaultServiceAccountSigningKeyFile(cc.DataDir))
 	if cc.BindAddress == nil {
 		cc.BindAddress = d.BindAddress
 	}
@@ -361,20 +321,14 @@ func (c Config) Complete() (CompletedConfig, error) {
 		errs = append(errs, fmt.Errorf("--kubernetes-service-node-port %d must be in --service-node-port-range %s", p, cc.nodePorts))
 	}
 	errs = append(errs, cc.checkFiles()...)
-	if cc.ControllerManager != nil {
-		cc.controllerManager = controllerManagerOptions(cc)
-		if err := controllermanager.Validate(cc.controllerManager); err != nil {
+	settings := cc.componentSettings()
+	for _, c := range cc.Components {
+		needs, err := c.Complete(settings)
+		if err != nil {
 			errs = append(errs, err)
+			continue
 		}
-	}
-	if cc.Scheduler != nil {
-		cc.scheduler = schedulerOptions(cc)
-		if err := scheduler.Validate(cc.scheduler); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if cc.SimulatedNodes != nil {
-		errs = append(errs, cc.SimulatedNodes.Validate()...)
+		cc.components = append(cc.components, completedComponent{c, needs})
 	}
 	if err := cc.resolveAdvertiseAddress(); err != nil {
 		errs = append(errs, err)

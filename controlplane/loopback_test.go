@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/controlplane"
-	"github.com/kubeboot/kubeboot/internal/loopback"
+	"github.com/kubeboot/kubeboot/internal/apiserver/loopback"
 )
 
 // TestLoopbackServesBeforeListening checks the server's own clients reach

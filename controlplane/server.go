@@ -20,14 +20,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
-	"github.com/kubeboot/kubeboot/internal/etcd"
-	"github.com/kubeboot/kubeboot/internal/pki"
-	"github.com/kubeboot/kubeboot/internal/reconcilers"
-	"github.com/kubeboot/kubeboot/internal/sharedobjects"
-	"github.com/kubeboot/kubeboot/internal/storage"
+	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
+	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/platform/etcd"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 )
 
 // Server is a control plane ready to Run.
@@ -45,15 +44,14 @@ type Server struct {
 	admin         *rest.Config
 	ca            *pki.KeyPair
 	// checkpoint is what Reset returns the stored objects to.
-	checkpoint   *storage.Checkpoint
+	checkpoint   *etcdstore.Checkpoint
 	checkpointMu sync.Mutex
 	ready        chan struct{}
 	// published is closed once the kubernetes Service exists and lists
 	// this apiserver.
 	published chan struct{}
-	// nodesReady is closed once the simulated nodes are Ready (at once
-	// without any).
-	nodesReady chan struct{}
+	// componentsReady is closed once every ReadyComponent is ready.
+	componentsReady chan struct{}
 	// sharedObjects holds the one copy of each Pod and Node version that
 	// the apiserver's and the in-process components' informers share; nil
 	// without components.
@@ -72,10 +70,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		return nil, errors.New("controlplane: New needs a config from Config.Complete")
 	}
 	cfg := c.completedConfig
-	s := &Server{cfg: cfg, ready: make(chan struct{}), published: make(chan struct{}), nodesReady: make(chan struct{}), notifySocket: takeNotifySocket()}
-	if !cfg.simulatesNodes() {
-		close(s.nodesReady)
-	}
+	s := &Server{cfg: cfg, ready: make(chan struct{}), published: make(chan struct{}), componentsReady: make(chan struct{}), notifySocket: takeNotifySocket()}
+
 	defer func() {
 		if err != nil {
 			s.close()
@@ -102,9 +98,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	s.ca = certs.ca
 
 	etcdClient := s.startEtcd(ctx)
-	signingKey := cfg.ServiceAccountSigningKeyFile
-	setDefault(&signingKey, certs.serviceAccountKey)
-	if cfg.controllerManager != nil || cfg.scheduler != nil {
+	if cfg.anyComponent(func(n Needs) bool { return n.SharedObjects }) {
 		s.sharedObjects = sharedobjects.New()
 	}
 	s.api, err = apiserver.New(apiserver.Config{
@@ -124,7 +118,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		KubeletClientKeyFile:  certs.kubeletClientKey,
 
 		Authentication:               cfg.Authentication,
-		ServiceAccountSigningKeyFile: signingKey,
+		ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
 		Authorization:                cfg.Authorization,
 		Admission:                    cfg.Admission,
 		Features:                     cfg.Features,
@@ -149,8 +143,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		CRDs:                      cfg.crds,
 
 		InProcessUsers:      cfg.inProcessUsers(),
-		GarbageCollection:   cfg.garbageCollection(),
-		NamespaceController: !cfg.runsController(names.NamespaceController),
+		GarbageCollection:   cfg.anyComponent(func(n Needs) bool { return n.GarbageCollector }),
+		NamespaceController: !cfg.anyComponent(func(n Needs) bool { return n.NamespaceController }),
 		SharedObjects:       s.sharedObjects,
 	})
 	if err != nil {
@@ -240,7 +234,7 @@ var resetKeeps = []string{
 // Checkpoint records every object the server stores now; Reset returns
 // the stored objects to it.
 func (s *Server) Checkpoint(ctx context.Context) error {
-	cp, err := storage.NewCheckpoint(ctx, s.etcdCli, s.cfg.Etcd.Prefix, resetKeeps...)
+	cp, err := etcdstore.NewCheckpoint(ctx, s.etcdCli, s.cfg.Etcd.Prefix, resetKeeps...)
 	if err != nil {
 		return err
 	}
@@ -283,9 +277,35 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // Service exists): the state a test harness calls fresh.
 func (s *Server) Published() <-chan struct{} { return s.published }
 
-// SimulatedNodesReady is closed once the simulated nodes
-// (Config.SimulatedNodes) are Ready, after Ready; at once without any.
-func (s *Server) SimulatedNodesReady() <-chan struct{} { return s.nodesReady }
+// ComponentsReady is closed once every component that becomes ready some
+// time after it starts (ReadyComponent: simulated nodes) is ready, after
+// Ready; at once without any.
+func (s *Server) ComponentsReady() <-chan struct{} { return s.componentsReady }
+
+// watchComponentsReady closes componentsReady once every ReadyComponent's
+// Ready is closed, unless ctx is done first.
+func (s *Server) watchComponentsReady(ctx context.Context) {
+	for _, c := range s.cfg.components {
+		if r, ok := c.Component.(ReadyComponent); ok {
+			select {
+			case <-r.Ready():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	close(s.componentsReady)
+}
+
+// ClientConfig returns a client configuration that authenticates as
+// user, one of the components' in-process users (Needs.User), and
+// reaches the server in-process.
+func (s *Server) ClientConfig(user string) (*rest.Config, error) { return s.api.ClientConfigFor(user) }
+
+// SharedObjects is the pool in which the server's and the components'
+// informers share their Pods and Nodes (Needs.SharedObjects); nil when no
+// component shares them.
+func (s *Server) SharedObjects() *sharedobjects.Pool { return s.sharedObjects }
 
 // Run serves until ctx is done, then shuts down gracefully and stops etcd.
 // The in-process components (Config.ControllerManager, Config.Scheduler)
@@ -327,6 +347,7 @@ func (s *Server) Run(ctx context.Context) error {
 		stopAPI()
 	}()
 	go s.watchReady(apiCtx)
+	go s.watchComponentsReady(apiCtx)
 	errCh := make(chan error, 1)
 	go func() { errCh <- s.api.Run(apiCtx) }()
 	var etcdErr <-chan error

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
+	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
 )
 
 // DefaultStartTimeout bounds how long Start waits for the server to be
@@ -147,18 +149,21 @@ func StartServer(opts Options) (_ *Server, err error) {
 		cfg.BindAddress = net.IPv4(127, 0, 0, 1)
 	}
 	if len(opts.Controllers) > 0 {
-		cm, err := controlplane.NewControllerManagerOptions()
+		cm, err := kubecontrollermanager.NewOptions()
 		if err != nil {
 			return nil, err
 		}
 		cm.Generic.Controllers = opts.Controllers
 		// No lease: the test's servers each run their controllers.
 		cm.Generic.LeaderElection.LeaderElect = false
-		cfg.ControllerManager = cm
+		cfg.Components = append(cfg.Components, kubecontrollermanager.New(cm))
 	}
 	if opts.SimulatedNodes > 0 {
-		cfg.SimulatedNodes = controlplane.NewSimulatedNodesOptions()
-		cfg.SimulatedNodes.Count = opts.SimulatedNodes
+		nodes := simulatednodes.NewOptions()
+		nodes.Count = opts.SimulatedNodes
+		// The nodes' pod CIDRs are theirs: the controller manager's node
+		// IPAM allocates none (--allocate-node-cidrs is off by default).
+		cfg.Components = append(cfg.Components, simulatednodes.New(nodes, true))
 	}
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
@@ -195,7 +200,7 @@ func StartServer(opts Options) (_ *Server, err error) {
 	for _, stage := range []struct {
 		ready <-chan struct{}
 		what  string
-	}{{srv.Ready(), "server"}, {srv.Published(), "kubernetes Service"}, {srv.SimulatedNodesReady(), "simulated nodes"}} {
+	}{{srv.Ready(), "server"}, {srv.Published(), "kubernetes Service"}, {srv.ComponentsReady(), "simulated nodes"}} {
 		select {
 		case <-stage.ready:
 		case err := <-s.done:

@@ -19,7 +19,7 @@ import (
 	"k8s.io/kube-openapi/pkg/common/restfuladapter"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 
-	"github.com/kubeboot/kubeboot/internal/storage"
+	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 )
 
@@ -88,7 +88,7 @@ func operationIDAndTags(r common.Route) (string, []string, error) {
 
 // newExtensionsServer builds the apiextensions server: the
 // customresourcedefinitions resource and the custom resources it defines.
-func newExtensionsServer(base genericapiserver.Config, backend *storage.Backend, kubeInformers informers.SharedInformerFactory,
+func newExtensionsServer(base genericapiserver.Config, backend *etcdstore.Backend, kubeInformers informers.SharedInformerFactory,
 	resolver webhook.ServiceResolver, masterCount int) (*apiextensionsapiserver.CustomResourceDefinitions, error) {
 	c := base
 	c.RESTOptionsGetter = backend.WithSerializer(apiextensionsapiserver.Codecs)
@@ -116,7 +116,7 @@ func newExtensionsServer(base genericapiserver.Config, backend *storage.Backend,
 // newAggregator builds the aggregator in front of delegate: the
 // apiservices resource, and proxying of APIServices backed by a Service to
 // that Service's endpoints (there is no kube-proxy to reach ClusterIPs).
-func newAggregator(base genericapiserver.Config, backend *storage.Backend, kubeInformers informers.SharedInformerFactory,
+func newAggregator(base genericapiserver.Config, backend *etcdstore.Backend, kubeInformers informers.SharedInformerFactory,
 	resolver aggregatorapiserver.ServiceResolver, proxyCertFile, proxyKeyFile string,
 	delegate genericapiserver.DelegationTarget) (*aggregatorapiserver.APIAggregator, error) {
 	c := base

@@ -63,18 +63,18 @@ import (
 	storagerest "k8s.io/kubernetes/pkg/registry/storage/rest"
 	svmrest "k8s.io/kubernetes/pkg/registry/storagemigration/rest"
 
-	"github.com/kubeboot/kubeboot/internal/allocator"
-	"github.com/kubeboot/kubeboot/internal/controller/bootstrappolicy"
-	"github.com/kubeboot/kubeboot/internal/crdinstall"
-	"github.com/kubeboot/kubeboot/internal/loopback"
-	"github.com/kubeboot/kubeboot/internal/network"
-	"github.com/kubeboot/kubeboot/internal/pki"
-	"github.com/kubeboot/kubeboot/internal/reconcilers"
-	"github.com/kubeboot/kubeboot/internal/sharedobjects"
-	"github.com/kubeboot/kubeboot/internal/storage"
+	"github.com/kubeboot/kubeboot/internal/apiserver/controllers/bootstrapobjects"
+	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
+	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
+	"github.com/kubeboot/kubeboot/internal/apiserver/loopback"
+	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/apiserver/services/repair"
+	"github.com/kubeboot/kubeboot/internal/platform/network"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 	// Gives upstream's version package kubeboot's version, which
 	// /version serves (through the effective version below).
-	_ "github.com/kubeboot/kubeboot/internal/version"
+	_ "github.com/kubeboot/kubeboot/internal/platform/version"
 )
 
 // Config is everything the API server needs, as live values.
@@ -208,7 +208,7 @@ type Server struct {
 	Scheme   *runtime.Scheme
 	Client   kubernetes.Interface
 	Loopback *rest.Config
-	storage  *storage.Backend
+	storage  *etcdstore.Backend
 	// etcd is Config.Etcd's client.
 	etcd *clientv3.Client
 	// allocators are the Service allocators, whose repair loops read the
@@ -313,7 +313,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err := storage.New(storage.Config{
+	backend, err := etcdstore.New(etcdstore.Config{
 		Client:                etcdClient,
 		Prefix:                cfg.EtcdPrefix,
 		Serializer:            legacyscheme.Codecs,
@@ -389,7 +389,7 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	generic.RegisterDestroyFunc(allocators.destroy)
-	allocator.RegisterMetrics()
+	repair.RegisterMetrics()
 	core := &coreProvider{
 		generic:    completed.NewCoreGenericConfig(),
 		loopback:   gc.LoopbackClientConfig,
@@ -456,7 +456,7 @@ var systemNamespaces = []string{metav1.NamespaceSystem, metav1.NamespacePublic, 
 // connections it describes: every resource shares the one client.
 func newStorageFactory(gc *genericapiserver.Config, prefix string) (*serverstorage.DefaultStorageFactory, error) {
 	etcdOptions := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(prefix, nil))
-	etcdOptions.DefaultStorageMediaType = storage.StorageMediaType
+	etcdOptions.DefaultStorageMediaType = etcdstore.StorageMediaType
 	c := kubeapiserver.NewStorageFactoryConfigEffectiveVersion(gc.EffectiveVersion)
 	c.APIResourceConfig = gc.MergedResourceConfig
 	c.DefaultResourceEncoding.SetEffectiveVersion(gc.EffectiveVersion)
@@ -471,7 +471,7 @@ func newStorageFactory(gc *genericapiserver.Config, prefix string) (*serverstora
 // with kubeboot's core group.
 func storageProviders(gc *genericapiserver.Config, core *coreProvider, client kubernetes.Interface, factory informers.SharedInformerFactory, eventTTL time.Duration) ([]controlplaneapiserver.RESTStorageProvider, error) {
 	authz := gc.Authorization.Authorizer
-	bootstrapClient, err := bootstrappolicy.NewClient(gc.LoopbackClientConfig)
+	bootstrapClient, err := bootstrapobjects.NewClient(gc.LoopbackClientConfig)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap policy client: %w", err)
 	}
@@ -490,14 +490,14 @@ func storageProviders(gc *genericapiserver.Config, core *coreProvider, client ku
 		noderest.RESTStorageProvider{},
 		policyrest.RESTStorageProvider{},
 		withBootstrapHook{rbacrest.RESTStorageProvider{Authorizer: authz}, rbacrest.PostStartHookName,
-			bootstrappolicy.NewRBAC(bootstrapClient, factory.Rbac().V1()).Ensure},
+			bootstrapobjects.NewRBAC(bootstrapClient, factory.Rbac().V1()).Ensure},
 		withBootstrapHook{schedulingrest.RESTStorageProvider{}, schedulingrest.PostStartHookName, func(ctx context.Context) error {
-			return bootstrappolicy.EnsurePriorityClasses(ctx, bootstrapClient)
+			return bootstrapobjects.EnsurePriorityClasses(ctx, bootstrapClient)
 		}},
 		storagerest.RESTStorageProvider{},
 		svmrest.RESTStorageProvider{},
 		withBootstrapHook{flowcontrolrest.RESTStorageProvider{InformerFactory: factory}, flowcontrolrest.PostStartHookName,
-			bootstrappolicy.NewFlowControl(bootstrapClient.FlowcontrolV1(), factory.Flowcontrol().V1()).Ensure},
+			bootstrapobjects.NewFlowControl(bootstrapClient.FlowcontrolV1(), factory.Flowcontrol().V1()).Ensure},
 		appsrest.StorageProvider{},
 		admissionregistrationrest.RESTStorageProvider{Authorizer: authz, DiscoveryClient: client.Discovery()},
 		eventsrest.RESTStorageProvider{TTL: eventTTL},
@@ -508,7 +508,7 @@ func storageProviders(gc *genericapiserver.Config, core *coreProvider, client ku
 // withBootstrapHook is an upstream storage provider (RBAC, scheduling,
 // flow control) whose post-start hook, under upstream's name, is
 // kubeboot's: it stores the same bootstrap objects sooner
-// (internal/controller/bootstrappolicy).
+// (internal/apiserver/controllers/bootstrapobjects).
 type withBootstrapHook struct {
 	controlplaneapiserver.RESTStorageProvider
 	name   string
@@ -642,7 +642,7 @@ const DefaultShutdownWatchTerminationGracePeriod = 5 * time.Second
 
 // NewServerRunOptions is kube-apiserver's generic run option group with
 // the build's version, as kube-apiserver's (kubeboot's, which
-// internal/version gives upstream's version package), in a component
+// internal/platform/version gives upstream's version package), in a component
 // registry of its own, so servers in one process share no version state,
 // and kubeboot's watch drain period.
 func NewServerRunOptions() *genericoptions.ServerRunOptions {

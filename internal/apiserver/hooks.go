@@ -21,12 +21,12 @@ import (
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"k8s.io/kube-aggregator/pkg/controllers/autoregister"
 
-	"github.com/kubeboot/kubeboot/internal/controller/apiservices"
-	"github.com/kubeboot/kubeboot/internal/controller/defaultservicecidr"
-	"github.com/kubeboot/kubeboot/internal/controller/kubernetesservice"
-	"github.com/kubeboot/kubeboot/internal/controller/namespace"
-	"github.com/kubeboot/kubeboot/internal/crdinstall"
-	"github.com/kubeboot/kubeboot/internal/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/apiserver/controllers/apiservices"
+	"github.com/kubeboot/kubeboot/internal/apiserver/controllers/defaultservicecidr"
+	"github.com/kubeboot/kubeboot/internal/apiserver/controllers/kubernetesservice"
+	"github.com/kubeboot/kubeboot/internal/apiserver/controllers/namespace"
+	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
+	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
 )
 
 // Post-start hook names, as kube-apiserver's; each is also a readiness

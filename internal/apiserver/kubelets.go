@@ -11,7 +11,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 
-	"github.com/kubeboot/kubeboot/internal/simulatednodes"
+	"github.com/kubeboot/kubeboot/internal/platform/simulated"
 )
 
 // simulatedNodeKubelets is how the Pod and node registries reach a
@@ -26,7 +26,7 @@ type simulatedNodeKubelets struct {
 // GetConnectionInfo implements kubeletclient.ConnectionInfoGetter.
 func (k simulatedNodeKubelets) GetConnectionInfo(ctx context.Context, name types.NodeName) (*kubeletclient.ConnectionInfo, error) {
 	if obj, err := k.nodes.Get(ctx, string(name), &metav1.GetOptions{}); err == nil {
-		if m, err := meta.Accessor(obj); err == nil && simulatednodes.Simulated(m.GetAnnotations()) {
+		if m, err := meta.Accessor(obj); err == nil && simulated.Node(m.GetAnnotations()) {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf(
 				"node %q is simulated: it has no kubelet to serve logs, exec, attach, port-forward or proxy requests", name))
 		}

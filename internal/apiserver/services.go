@@ -28,10 +28,10 @@ import (
 	"k8s.io/kubernetes/pkg/registry/core/service/ipallocator"
 	servicestore "k8s.io/kubernetes/pkg/registry/core/service/storage"
 
-	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
-	"github.com/kubeboot/kubeboot/internal/allocator/nodeport"
-	"github.com/kubeboot/kubeboot/internal/network"
-	kstorage "github.com/kubeboot/kubeboot/internal/storage"
+	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
+	"github.com/kubeboot/kubeboot/internal/apiserver/services/clusterip"
+	"github.com/kubeboot/kubeboot/internal/apiserver/services/nodeport"
+	"github.com/kubeboot/kubeboot/internal/platform/network"
 )
 
 // How a Service gets its ClusterIPs and NodePorts: upstream's Service
@@ -44,10 +44,10 @@ import (
 //     as kube-apiserver 1.33+. The registry's allocation only holds the IP;
 //     the Services storage (recordingServices) creates the IPAddresses of a
 //     Service's held IPs before it stores the Service.
-//   - NodePorts: kubeboot's bitmap allocator (internal/allocator/nodeport),
+//   - NodePorts: kubeboot's bitmap allocator (internal/apiserver/services/nodeport),
 //     which shares one compare-and-swap write among concurrent requests.
 //
-// Their repair loops are kubeboot's (internal/allocator/clusterip and
+// Their repair loops are kubeboot's (internal/apiserver/services/clusterip and
 // nodeport; docs/decisions.md says why not upstream's ClusterIP one). They
 // run from the start-service-ip-repair-controllers hook, which holds
 // /readyz until the allocators have synced and both first passes
@@ -76,7 +76,7 @@ type serviceAllocators struct {
 	destroy      func()
 }
 
-func newServiceAllocators(backend *kstorage.Backend, client kubernetes.Interface, factory informers.SharedInformerFactory,
+func newServiceAllocators(backend *etcdstore.Backend, client kubernetes.Interface, factory informers.SharedInformerFactory,
 	cidrs network.ServiceCIDRs, ports network.PortRange) (*serviceAllocators, error) {
 	cidrInformer := factory.Networking().V1().ServiceCIDRs()
 	out := &serviceAllocators{clusterIPs: clusterIPAllocators{}, client: client,

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
-	"github.com/kubeboot/kubeboot/internal/allocator/clusterip"
+	"github.com/kubeboot/kubeboot/internal/apiserver/services/clusterip"
 )
 
 // recordingStorage records the keys of the objects stored, and whether

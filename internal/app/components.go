@@ -9,7 +9,7 @@ import (
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 
-	"github.com/kubeboot/kubeboot/internal/kubelethost"
+	"github.com/kubeboot/kubeboot/internal/components/kubelethost"
 )
 
 // newControllerManagerCommand is upstream's kube-controller-manager

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/kubeboot/kubeboot/internal/memtrim"
+	"github.com/kubeboot/kubeboot/internal/platform/memtrim"
 )
 
 // The garbage collector's targets when GOGC is not set (the Go default is

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeboot/kubeboot/internal/version"
+	"github.com/kubeboot/kubeboot/internal/platform/version"
 )
 
 // printVersion prints kubeboot's version line.

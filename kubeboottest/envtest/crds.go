@@ -13,7 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
-	"github.com/kubeboot/kubeboot/internal/crdinstall"
+	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
 )
 
 // loadCRDs reads the CRDs of CRDInstallOptions and the Environment's own

@@ -21,8 +21,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeboot/kubeboot/internal/manifests"
-	"github.com/kubeboot/kubeboot/internal/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/manifests"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
 // WebhookInstallOptions are envtest's options for installing webhooks,

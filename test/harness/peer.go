@@ -16,8 +16,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/kubeboot/kubeboot/internal/etcd"
-	"github.com/kubeboot/kubeboot/internal/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/etcd"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
 // BuildPeer builds the real kube-apiserver 1.37.2 from this module's

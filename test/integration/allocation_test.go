@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/controlplane"
-	"github.com/kubeboot/kubeboot/internal/etcd/etcdtest"
+	"github.com/kubeboot/kubeboot/internal/platform/etcd/etcdtest"
 	"github.com/kubeboot/kubeboot/kubeboottest"
 	"github.com/kubeboot/kubeboot/test/harness"
 )

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubeboot/kubeboot/internal/simulatednodes"
+	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
 )
 
 func main() {

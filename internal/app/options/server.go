@@ -11,9 +11,10 @@ import (
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/kubeboot/kubeboot/controlplane"
-	"github.com/kubeboot/kubeboot/internal/controllermanager"
-	"github.com/kubeboot/kubeboot/internal/hostnode"
-	"github.com/kubeboot/kubeboot/internal/simulatednodes"
+	"github.com/kubeboot/kubeboot/internal/components/hostnode"
+	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
+	"github.com/kubeboot/kubeboot/internal/components/kubescheduler"
+	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
 )
 
 // controllerManagerFlags are the kube-controller-manager flags `kubeboot
@@ -63,12 +64,12 @@ var sharedLeaderElectionFlags = []string{"leader-elect", "leader-elect-lease-dur
 
 // NewServer returns the flag defaults.
 func NewServer() (*Server, error) {
-	cm, err := controlplane.NewControllerManagerOptions()
+	cm, err := kubecontrollermanager.NewOptions()
 	if err != nil {
 		return nil, err
 	}
-	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: controlplane.NewSchedulerOptions(),
-		SimulatedNodes: controlplane.NewSimulatedNodesOptions(), Node: hostnode.NewOptions()}
+	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: kubescheduler.NewOptions(),
+		SimulatedNodes: simulatednodes.NewOptions(), Node: hostnode.NewOptions()}
 	o.controllerManagerFlags = flagSet("kube-controller-manager",
 		cm.Flags(cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases()).FlagSets)
 	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
@@ -141,6 +142,7 @@ func (o *Server) Validate() error {
 	if err := o.ControllerManager.ComponentGlobalsRegistry.Set(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.SimulatedNodes.Validate()...)
 	errs = append(errs, o.validateNode())
 	return errors.Join(errs...)
 }
@@ -159,7 +161,7 @@ func (o *Server) validateNode() error {
 	}
 	bootstrap.Enable = true
 	for _, name := range []string{names.CertificateSigningRequestApprovingController, names.CertificateSigningRequestSigningController} {
-		if !controllermanager.Runs(o.ControllerManager, name) {
+		if !kubecontrollermanager.Runs(o.ControllerManager, name) {
 			return fmt.Errorf("--node needs the %s controller (--controllers): the kubelet gets its certificate through it", name)
 		}
 	}
@@ -169,14 +171,20 @@ func (o *Server) validateNode() error {
 
 // Config returns the control plane configuration the flags describe:
 // the apiserver's, with kube-controller-manager and kube-scheduler in the
-// process.
+// process, and the simulated nodes and this host's node when asked for.
 func (o *Server) Config() controlplane.Config {
 	c := o.APIServer.Config()
-	c.ControllerManager = o.ControllerManager
-	c.Scheduler = o.Scheduler
-	c.SimulatedNodes = o.SimulatedNodes
+	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager), kubescheduler.New(o.Scheduler))
+	if o.SimulatedNodes.Count > 0 {
+		// The nodes take their pod CIDRs from kube-controller-manager when
+		// it allocates them (--allocate-node-cidrs), else from
+		// --simulated-node-cidr.
+		allocates := kubecontrollermanager.Runs(o.ControllerManager, names.NodeIpamController) &&
+			o.ControllerManager.KubeCloudShared.AllocateNodeCIDRs
+		c.Components = append(c.Components, simulatednodes.New(o.SimulatedNodes, !allocates))
+	}
 	if o.Node.Enabled {
-		c.Components = append(c.Components, o.Node.Component())
+		c.Components = append(c.Components, hostnode.New(o.Node))
 	}
 	return c
 }

@@ -1,0 +1,132 @@
+package controlplane
+
+import (
+	"context"
+	"path/filepath"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
+)
+
+// Component is a part of the process that runs beside the API server:
+// kube-controller-manager, kube-scheduler, simulated nodes, this host's
+// kubelet and kube-proxy. Config.Complete completes each with the control
+// plane's settings before anything starts; Server.Run starts each once
+// the server is ready and the component's user may act, and stops it, by
+// cancelling Run's context, before the server drains. A component whose
+// Run fails stops the server, as its own binary's exit would.
+type Component interface {
+	// Name names the component in errors and logs.
+	Name() string
+	// Complete resolves the component's settings that come from the
+	// control plane (its files, the Service range) and checks them all;
+	// it reports what the component needs of the server. It writes
+	// nothing.
+	Complete(Settings) (Needs, error)
+	// Run runs the component until ctx is done.
+	Run(ctx context.Context, s *Server) error
+}
+
+// ReadyComponent is a Component that becomes ready some time after it
+// starts (simulated nodes, once Ready): Server.ComponentsReady waits for
+// it.
+type ReadyComponent interface {
+	Component
+	// Ready is closed once the component is ready.
+	Ready() <-chan struct{}
+}
+
+// Settings are the control plane's settings a component may take its own
+// defaults from.
+type Settings struct {
+	// DataDir is Config.DataDir, resolved.
+	DataDir string
+	// CAFile and CAKeyFile are the cluster CA's certificate and key, which
+	// sign the certificates the cluster's components present.
+	CAFile, CAKeyFile string
+	// ServiceAccountKeyFile is the key that signs service account tokens
+	// (Config.ServiceAccountSigningKeyFile, resolved).
+	ServiceAccountKeyFile string
+	// ServiceClusterIPRange is Config.ServiceClusterIPRange, resolved.
+	ServiceClusterIPRange string
+
+	kubeconfigs *[]componentKubeconfig
+}
+
+// DelegateToServer returns copies of a component's
+// --authentication-kubeconfig and --authorization-kubeconfig groups for
+// its own port, which asks the server who its callers are and what they
+// may do: each defaults to <data-dir>/<name>.kubeconfig, a kubeconfig
+// that authenticates as user with a client certificate the cluster CA
+// signs, written before the server starts (kubeadm's
+// controller-manager.conf and scheduler.conf).
+func (s Settings) DelegateToServer(name, user string, authn *genericoptions.DelegatingAuthenticationOptions,
+	authz *genericoptions.DelegatingAuthorizationOptions) (*genericoptions.DelegatingAuthenticationOptions, *genericoptions.DelegatingAuthorizationOptions) {
+	n, z := *authn, *authz
+	if n.RemoteKubeConfigFile != "" && z.RemoteKubeConfigFile != "" {
+		return &n, &z
+	}
+	k := componentKubeconfig{name: name, user: user}
+	setDefault(&n.RemoteKubeConfigFile, k.path(s.DataDir))
+	setDefault(&z.RemoteKubeConfigFile, k.path(s.DataDir))
+	*s.kubeconfigs = append(*s.kubeconfigs, k)
+	return &n, &z
+}
+
+// Needs are what a component needs of the server.
+type Needs struct {
+	// User is the in-process user the component acts as
+	// (Server.ClientConfig gives its client): it authenticates with a
+	// bearer token only this process knows, and reaches the server
+	// in-process. Empty: the component reaches the server as any client
+	// does (Server.URL, Server.AdminConfig).
+	User string
+	// Grant, if set, gives User its rights before the component runs,
+	// through the server's own client; without it, User's rights are the
+	// RBAC bootstrap policy's.
+	Grant func(context.Context, kubernetes.Interface) error
+	// Allowed is a request User makes as soon as it runs: the component
+	// starts once the server allows it (the server's authorizer sees the
+	// bootstrap policy shortly after /readyz is 200).
+	Allowed authorizationv1.ResourceAttributes
+	// Status is the name componentstatuses reports the component under;
+	// empty: none.
+	Status string
+	// GarbageCollector is set when the component runs a garbage collector:
+	// the registries then honour foreground and orphan deletion, whose
+	// finalizers it removes.
+	GarbageCollector bool
+	// NamespaceController is set when the component runs a namespace
+	// controller: the server then runs none of its own.
+	NamespaceController bool
+	// SharedObjects is set when the component's informers share their
+	// Pods and Nodes with the server's (Server.SharedObjects).
+	SharedObjects bool
+}
+
+// componentKubeconfig is a kubeconfig Settings.DelegateToServer asked for.
+type componentKubeconfig struct {
+	name string // <data-dir>/<name>.kubeconfig, and its certificate's file name in pki
+	user string
+}
+
+// path is where the kubeconfig is written.
+func (k componentKubeconfig) path(dataDir string) string {
+	return filepath.Join(dataDir, k.name+".kubeconfig")
+}
+
+// componentSettings are the settings cc gives its components.
+func (cc *completedConfig) componentSettings() Settings {
+	pkiDir := filepath.Join(cc.DataDir, pkiDirName)
+	return Settings{
+		DataDir:               cc.DataDir,
+		CAFile:                filepath.Join(pkiDir, pki.CAName+".crt"),
+		CAKeyFile:             filepath.Join(pkiDir, pki.CAName+".key"),
+		ServiceAccountKeyFile: cc.ServiceAccountSigningKeyFile,
+		ServiceClusterIPRange: cc.ServiceClusterIPRange,
+		kubeconfigs:           &cc.componentKubeconfigs,
+	}
+}

@@ -1,0 +1,102 @@
+// Package election runs the leader election of kubeboot's in-process
+// components (kube-controller-manager, kube-scheduler) the way their
+// binaries do, once for both: a lease in kube-system named for the
+// component, an identity new for every run, and leading work that is
+// waited for before the election returns.
+package election
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	componentbaseconfig "k8s.io/component-base/config"
+	"k8s.io/klog/v2"
+)
+
+// Config is one component's leader election.
+type Config struct {
+	// Name is the component's, which its errors and logs name.
+	Name string
+	// Election is the component's leader election configuration
+	// (--leader-elect-lease-duration, --leader-elect-resource-name, ...).
+	Election componentbaseconfig.LeaderElectionConfiguration
+	// Identity is this run's holder identity (NewIdentity).
+	Identity string
+	// Client reaches the apiserver; Recorder records the election's
+	// events.
+	Client   *rest.Config
+	Recorder resourcelock.EventRecorder
+	// WatchDog, if set, fails the component's /healthz once its lease is
+	// overdue.
+	WatchDog *leaderelection.HealthzAdaptor
+	// Coordinated is coordinated leader election (the
+	// CoordinatedLeaderElection feature): the lease's holder is picked by
+	// the apiserver among the candidates.
+	Coordinated bool
+}
+
+// NewIdentity is a holder identity as the components' binaries make one:
+// the host name and a UUID, new for every run, so that a restarted
+// component does not resume a lease its previous run held.
+func NewIdentity() (string, error) {
+	hostname, err := os.Hostname()
+	if err != nil {
+		return "", err
+	}
+	return hostname + "_" + string(uuid.NewUUID()), nil
+}
+
+// Run campaigns for the lease and runs lead while it holds it, until ctx
+// is done or the lease is lost; the lease is released when ctx is done.
+// It returns only once lead has returned too (client-go's elector starts
+// lead in a goroutine of its own and does not wait for it), and reports
+// whether lead ran. When lead returns on its own, the lease is released
+// and Run returns.
+func Run(ctx context.Context, c Config, lead func(context.Context)) (led bool, _ error) {
+	le := c.Election
+	lock, err := resourcelock.NewFromKubeconfig(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
+		resourcelock.ResourceLockConfig{Identity: c.Identity, EventRecorder: c.Recorder}, c.Client, le.RenewDeadline.Duration)
+	if err != nil {
+		return false, fmt.Errorf("%s leader election: %w", c.Name, err)
+	}
+	held := &Held{Interface: lock}
+	logger := klog.FromContext(ctx)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan struct{})
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:          held,
+		LeaseDuration: le.LeaseDuration.Duration,
+		RenewDeadline: le.RenewDeadline.Duration,
+		RetryPeriod:   le.RetryPeriod.Duration,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				defer close(done)
+				defer stop()
+				lead(ctx)
+			},
+			OnStoppedLeading: func() { logger.Info("Stopped leading", "lease", held.Describe()) },
+		},
+		WatchDog:        c.WatchDog,
+		ReleaseOnCancel: true,
+		Name:            c.Name,
+		Coordinated:     c.Coordinated,
+	})
+	if err != nil {
+		return false, fmt.Errorf("%s leader election: %w", c.Name, err)
+	}
+	if c.WatchDog != nil {
+		c.WatchDog.SetLeaderElection(elector)
+	}
+	elector.Run(ctx)
+	if !held.Acquired() {
+		return false, nil
+	}
+	<-done
+	return true, nil
+}

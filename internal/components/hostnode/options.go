@@ -1,0 +1,130 @@
+// Package hostnode makes the host a node of the cluster `kubeboot server
+// --node` serves, as kubeadm would set it up: upstream's kubelet, run as a
+// child process (`kubeboot kubelet`) that gets its client certificate
+// through the CSR flow with a bootstrap token, and upstream's kube-proxy in
+// the server's process.
+//
+// The kubelet runs in a process of its own because it is the part most
+// likely to fail on a host (no runtime, cgroups) and because it owns
+// process-wide state the control plane shares (feature gates, the oom
+// score, flags): as a child it fails alone and the server says why.
+package hostnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+
+	"github.com/spf13/pflag"
+	proxyapp "k8s.io/kubernetes/cmd/kube-proxy/app"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/components/kubelethost"
+)
+
+// Options are the flags of the host's node.
+type Options struct {
+	// Enabled is --node: run a kubelet and kube-proxy on this host.
+	Enabled bool
+	// KubeletArgs is --kubelet-arg: more kubelet flags, after those
+	// kubeboot sets (which they override).
+	KubeletArgs []string
+	// ProxyArgs is --proxy-arg: kube-proxy flags.
+	ProxyArgs []string
+
+	// proxy holds kube-proxy's options, ProxyArgs parsed by its own flag
+	// set, proxyFlags.
+	proxy      *proxyapp.Options
+	proxyFlags *pflag.FlagSet
+}
+
+// NewOptions returns the defaults: no node.
+func NewOptions() *Options { return &Options{} }
+
+// AddFlags registers the flags on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.Enabled, "node", o.Enabled,
+		"Also run this host as a node: the kubelet (a child process; needs cgroup v2 and a CRI runtime such as containerd), bootstrapping its certificate with a bootstrap token, and kube-proxy in the process. Needs root.")
+	fs.StringArrayVar(&o.KubeletArgs, "kubelet-arg", nil,
+		"With --node, another kubelet flag, as --name=value (repeatable), e.g. --kubelet-arg=--container-runtime-endpoint=unix:///run/crio/crio.sock.")
+	fs.StringArrayVar(&o.ProxyArgs, "proxy-arg", nil,
+		"With --node, another kube-proxy flag, as --name=value (repeatable), e.g. --proxy-arg=--proxy-mode=iptables.")
+}
+
+// Validate parses the kubelet's and kube-proxy's flags as they do and
+// checks that the host can run the kubelet; each problem names its flag.
+// Without --node, --kubelet-arg and --proxy-arg are refused.
+func (o *Options) Validate() error {
+	if !o.Enabled {
+		if len(o.KubeletArgs)+len(o.ProxyArgs) > 0 {
+			return errors.New("--kubelet-arg and --proxy-arg need --node")
+		}
+		return nil
+	}
+	kubelet, err := kubelethost.ParseArgs(o.KubeletArgs)
+	if err != nil {
+		return fmt.Errorf("--kubelet-arg: %w", err)
+	}
+	o.proxy = proxyapp.NewOptions()
+	o.proxyFlags = pflag.NewFlagSet("kube-proxy", pflag.ContinueOnError)
+	o.proxyFlags.SetOutput(io.Discard)
+	o.proxy.AddFlags(o.proxyFlags)
+	if err := o.proxyFlags.Parse(o.ProxyArgs); err != nil {
+		return fmt.Errorf("--proxy-arg: %w", err)
+	}
+	if o.proxyFlags.NArg() > 0 {
+		return fmt.Errorf("--proxy-arg: %q is not a flag (want --name=value)", o.proxyFlags.Args())
+	}
+	// nftables, kube-proxy's newest mode, where the host has nft (it
+	// programs the kernel through it); upstream still defaults to iptables.
+	if !o.proxyFlags.Changed("proxy-mode") && o.proxy.ConfigFile == "" {
+		mode := "nftables"
+		if _, err := exec.LookPath("nft"); err != nil {
+			mode = "iptables"
+		}
+		if err := o.proxyFlags.Set("proxy-mode", mode); err != nil {
+			return fmt.Errorf("--proxy-arg=--proxy-mode: %w", err)
+		}
+	}
+	// kube-proxy finds its Node by the name the kubelet registers.
+	if kubelet.HostnameOverride != "" && !o.proxyFlags.Changed("hostname-override") {
+		if err := o.proxyFlags.Set("hostname-override", kubelet.HostnameOverride); err != nil {
+			return fmt.Errorf("--kubelet-arg=--hostname-override: %w", err)
+		}
+	}
+	// As kube-proxy's command does before it runs: its --config file is
+	// read here, and its values checked.
+	if err := o.proxy.Complete(o.proxyFlags); err != nil {
+		return fmt.Errorf("--proxy-arg: %w", err)
+	}
+	if err := o.proxy.Validate(); err != nil {
+		return fmt.Errorf("--proxy-arg: %w", err)
+	}
+	if err := kubelethost.Local.Check(o.KubeletArgs); err != nil {
+		return fmt.Errorf("--node: %w", err)
+	}
+	return nil
+}
+
+// Component is this host's node (its kubelet and kube-proxy) as a
+// component of the server.
+type Component struct{ opts *Options }
+
+// New returns the node o describes (Validate first) as a component: it
+// reaches the server as any client does, with certificates the cluster
+// CA signs.
+func New(o *Options) *Component { return &Component{opts: o} }
+
+// Name implements controlplane.Component.
+func (c *Component) Name() string { return "node" }
+
+// Complete implements controlplane.Component: the options were
+// validated with the command's flags, the host too.
+func (c *Component) Complete(controlplane.Settings) (controlplane.Needs, error) {
+	return controlplane.Needs{}, nil
+}
+
+// Run implements controlplane.Component.
+func (c *Component) Run(ctx context.Context, s *controlplane.Server) error { return c.opts.run(ctx, s) }

@@ -1,0 +1,209 @@
+// Package kubescheduler runs upstream's kube-scheduler 1.37.2 inside
+// kubeboot's process (`kubeboot server`): its options, profiles and
+// plugins, its leader election, talking to the apiserver in-process.
+//
+// What differs from the kube-scheduler binary, and why:
+//   - Its clients come from a client configuration the caller gives (the
+//     apiserver's in-process one for User), not from --kubeconfig.
+//   - It serves no port of its own unless its --secure-port is set: its
+//     metrics are in the process-wide registry the apiserver's /metrics
+//     serves. With one, upstream's Run serves it, so only while this
+//     scheduler leads, and it delegates authentication and authorization
+//     to the apiserver through the kubeconfig the caller gives.
+//   - Leader election is run here around upstream's Run, because on a
+//     lost lease, and even on a requested stop, upstream's exits the
+//     process. Here a stop returns, and a lost lease stops scheduling and
+//     campaigns again; the apiserver in the same process keeps serving.
+//     The scheduler's informers start once it leads (upstream's
+//     DelayCacheUntilActive); in-process they sync in milliseconds.
+package kubescheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/configz"
+	"k8s.io/klog/v2"
+	schedapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	schedconfig "k8s.io/kubernetes/cmd/kube-scheduler/app/config"
+	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
+	"k8s.io/kubernetes/pkg/scheduler/profile"
+
+	"github.com/kubeboot/kubeboot/internal/apiserver/loopback"
+	"github.com/kubeboot/kubeboot/internal/components/election"
+	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
+)
+
+// User is the user kube-scheduler acts as, as in kubeadm's clusters; the
+// RBAC bootstrap policy binds system:kube-scheduler and
+// system:volume-scheduler to it.
+const User = "system:kube-scheduler"
+
+// configzName is the name upstream's Run registers its configuration
+// under.
+const configzName = "componentconfig"
+
+// relaunchDelay is how long Run waits before campaigning again after
+// scheduling stopped on a lost lease.
+const relaunchDelay = time.Second
+
+// NewOptions returns kube-scheduler's options with the defaults of running
+// inside kubeboot: no port of its own (--secure-port 0).
+func NewOptions() *schedoptions.Options {
+	o := schedoptions.NewOptions()
+	o.SecureServing.BindPort = 0
+	return o
+}
+
+// Validate checks opts as the kube-scheduler binary does.
+func Validate(opts *schedoptions.Options) error {
+	o, err := withDefaults(opts)
+	if err != nil {
+		return err
+	}
+	return utilerrors.NewAggregate(o.Validate())
+}
+
+// withDefaults is a copy of opts whose component configuration is the
+// defaults, as upstream's Setup starts: the flags and --config apply over
+// them when the configuration is built.
+func withDefaults(opts *schedoptions.Options) (*schedoptions.Options, error) {
+	defaults, err := latest.Default()
+	if err != nil {
+		return nil, err
+	}
+	o := *opts
+	o.ComponentConfig = defaults
+	return &o, nil
+}
+
+// Run runs kube-scheduler with opts until ctx is done, its clients built
+// from client (which authenticates as User). Its informers hold the Pods
+// and Nodes they share with the process's other components through
+// sharedObjects (nil: none shared). It returns nil once ctx is done and scheduling has
+// stopped, or the error that kept it from starting.
+func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config, sharedObjects *sharedobjects.Pool) error {
+	logger := klog.FromContext(ctx).WithName("kube-scheduler")
+	ctx = klog.NewContext(ctx, logger)
+	for {
+		cc, sched, electionConfig, err := setup(ctx, opts, client, sharedObjects)
+		if err != nil {
+			return err
+		}
+		run := func(ctx context.Context) {
+			configz.Delete(configzName) // registered by the previous run, if any
+			// Upstream's Run only returns an error once scheduling stopped.
+			if err := schedapp.Run(ctx, cc, sched); err != nil && ctx.Err() == nil {
+				logger.Error(err, "Scheduling stopped")
+			}
+		}
+		if electionConfig == nil {
+			run(ctx)
+			return nil
+		}
+		if _, err := election.Run(ctx, *electionConfig, run); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		logger.Error(nil, "Leader election lost; campaigning again", "after", relaunchDelay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(relaunchDelay):
+		}
+	}
+}
+
+// setup is upstream's Setup on clients built from client: the completed
+// configuration without leader election, the scheduler, and the leader
+// election configuration (nil without --leader-elect).
+func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config, sharedObjects *sharedobjects.Pool) (*schedconfig.CompletedConfig, *scheduler.Scheduler,
+	*election.Config, error) {
+	o, err := withDefaults(opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// The binary builds its clients from --master or --kubeconfig; a host
+	// keeps it from looking for an in-cluster configuration, and the
+	// clients are replaced below.
+	o.Master = client.Host
+	if err := utilerrors.NewAggregate(o.Validate()); err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
+	c, err := o.Config(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
+	kubeconfig := loopback.WithClientSettings(client, c.KubeConfig)
+	c.KubeConfig = kubeconfig
+	if c.Client, err = kubernetes.NewForConfig(rest.AddUserAgent(kubeconfig, "scheduler")); err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler client: %w", err)
+	}
+	eventClient, err := kubernetes.NewForConfig(kubeconfig)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler client: %w", err)
+	}
+	c.EventBroadcaster = events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
+	c.InformerFactory = scheduler.NewInformerFactory(c.Client, 0, o.InformerName)
+	// Upstream's pod informer drops managedFields; sharedObjects'
+	// transforms do that too (for the Nodes as well) and share the Pods
+	// and Nodes. The pod informer's watch leaves out finished Pods (a
+	// field selector): it takes shared copies but adds none.
+	if err := c.InformerFactory.Core().V1().Pods().Informer().SetTransform(sharedObjects.TransformSelected); err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
+	if err := c.InformerFactory.Core().V1().Nodes().Informer().SetTransform(sharedObjects.Transform); err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
+	dynClient, err := dynamic.NewForConfig(kubeconfig)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler client: %w", err)
+	}
+	c.DynInformerFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, corev1.NamespaceAll, nil)
+
+	var electionConfig *election.Config
+	if le := c.ComponentConfig.LeaderElection; le.LeaderElect {
+		profileName := corev1.DefaultSchedulerName
+		if len(c.ComponentConfig.Profiles) > 0 {
+			profileName = c.ComponentConfig.Profiles[0].SchedulerName
+		}
+		id, err := election.NewIdentity()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("kube-scheduler leader election: %w", err)
+		}
+		electionConfig = &election.Config{Name: "kube-scheduler", Election: le, Identity: id, Client: kubeconfig,
+			Recorder: c.EventBroadcaster.DeprecatedNewLegacyRecorder(profileName)}
+	}
+	c.LeaderElection = nil
+	c.ComponentConfig.LeaderElection.LeaderElect = false
+	cc := c.Complete()
+
+	sched, err := scheduler.New(ctx, cc.Client, cc.InformerFactory, cc.DynInformerFactory,
+		profile.RecorderFactory(func(name string) events.EventRecorderLogger { return cc.EventBroadcaster.NewRecorder(name) }),
+		scheduler.WithComponentConfigVersion(cc.ComponentConfig.TypeMeta.APIVersion),
+		scheduler.WithKubeConfig(cc.KubeConfig),
+		scheduler.WithProfiles(cc.ComponentConfig.Profiles...),
+		scheduler.WithPercentageOfNodesToScore(cc.ComponentConfig.PercentageOfNodesToScore),
+		scheduler.WithPodMaxBackoffSeconds(cc.ComponentConfig.PodMaxBackoffSeconds),
+		scheduler.WithPodInitialBackoffSeconds(cc.ComponentConfig.PodInitialBackoffSeconds),
+		scheduler.WithPodMaxInUnschedulablePodsDuration(cc.PodMaxInUnschedulablePodsDuration),
+		scheduler.WithExtenders(cc.ComponentConfig.Extenders...),
+		scheduler.WithParallelism(cc.ComponentConfig.Parallelism),
+	)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+	}
+	return &cc, sched, electionConfig, nil
+}

@@ -1,0 +1,378 @@
+// Package simulatednodes runs simulated nodes inside kubeboot's process
+// (`kubeboot server --simulated-nodes=N`): Node objects with capacity and
+// labels, kept Ready by heartbeats through node leases, whose bound Pods
+// get IPs from the node's pod CIDR, run, become Ready, finish (Job Pods
+// succeed) and are removed when deleted, as on a kubelet, without
+// containers. The work is kwok's (sigs.k8s.io/kwok): its controllers,
+// and its own stages (node initialize and heartbeat with lease, pod ready,
+// complete and delete) that say how a node and a Pod move on.
+//
+// A node made to fail: annotate it kwok.x-k8s.io/status=custom and its
+// status is left as the user sets it (Ready False, say), as in kwok; the
+// node lifecycle controller then taints it and evicts its Pods.
+package simulatednodes
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/klog/v2"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
+	"k8s.io/utils/clock"
+	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
+	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
+	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
+	"sigs.k8s.io/kwok/pkg/apis/internalversion"
+	kwokclient "sigs.k8s.io/kwok/pkg/client/clientset/versioned"
+	kwokconfig "sigs.k8s.io/kwok/pkg/config"
+	"sigs.k8s.io/kwok/pkg/kwok/controllers"
+	kwoklog "sigs.k8s.io/kwok/pkg/log"
+
+	"github.com/kubeboot/kubeboot/internal/platform/simulated"
+	"github.com/kubeboot/kubeboot/internal/platform/version"
+)
+
+// User is the user the simulated nodes act as; Access gives it its rights.
+const User = "system:kubeboot:simulated-nodes"
+
+// Labels and annotations of a simulated node.
+const (
+	// CustomStatusAnnotation=CustomStatusValue on a node or Pod leaves its
+	// status to the user (kwok's --disregard-status-with-annotation-selector).
+	CustomStatusAnnotation = "kwok.x-k8s.io/status"
+	CustomStatusValue      = "custom"
+	// TypeLabel=TypeValue is kwok's label for its nodes, which kwok
+	// users' manifests select.
+	TypeLabel = "type"
+	TypeValue = "kwok"
+	// NamePrefix starts a simulated node's name; its index follows.
+	NamePrefix = "simulated-"
+)
+
+// NodeName is the name of the simulated node i.
+func NodeName(i int) string { return NamePrefix + strconv.Itoa(i) }
+
+// nodeAddresses is where the simulated nodes' InternalIPs come from, in
+// name order: 198.18.0.0/15, the range set aside for benchmarking
+// (RFC 2544), which no real network routes.
+var nodeAddresses = netip.MustParsePrefix("198.18.0.0/15")
+
+// Capacity of each simulated node.
+var capacity = corev1.ResourceList{
+	corev1.ResourceCPU:              resource.MustParse("32"),
+	corev1.ResourceMemory:           resource.MustParse("256Gi"),
+	corev1.ResourcePods:             resource.MustParse("110"),
+	corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
+}
+
+// Run keeps o.Count simulated nodes until ctx is done, acting through
+// client (as User, with Access's rights). assignCIDRs is false when
+// kube-controller-manager allocates the nodes' pod CIDRs. ready is called
+// once every node is Ready. It returns nil once ctx is done, or the error
+// that kept the nodes from starting.
+func Run(ctx context.Context, o *Options, client *rest.Config, assignCIDRs bool, ready func()) error {
+	logger := klog.FromContext(ctx).WithName("simulated-nodes")
+	ctx = klog.NewContext(ctx, logger)
+	typed, err := kubernetes.NewForConfig(client)
+	if err != nil {
+		return err
+	}
+	if err := ensureNodes(ctx, typed, o, assignCIDRs); err != nil {
+		return fmt.Errorf("simulated nodes: %w", err)
+	}
+	c, err := newController(ctx, o, client, typed)
+	if err != nil {
+		return fmt.Errorf("simulated nodes: %w", err)
+	}
+	// kwok logs through its own logger (log/slog); warnings and errors
+	// are worth a user's attention.
+	ctx = kwoklog.NewContext(ctx, kwoklog.NewLogger(os.Stderr, kwoklog.LevelWarn))
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("simulated nodes: %w", err)
+	}
+	// kwok skips a Pod bound to a node it does not play yet, and may miss
+	// it again when it starts playing the node (its pod and node workers
+	// race), so Pods are best bound to Ready nodes: say when they are.
+	if err := waitReady(ctx, typed, o.Count); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("simulated nodes: %w", err)
+	}
+	logger.Info("Simulated nodes are ready", "count", o.Count)
+	ready()
+	<-ctx.Done()
+	return nil
+}
+
+// readyTimeout bounds how long the nodes may take to be Ready.
+const readyTimeout = 2 * time.Minute
+
+// waitReady waits until the simulated nodes 0 ... count-1 are Ready.
+func waitReady(ctx context.Context, client kubernetes.Interface, count int) error {
+	selector := labels.SelectorFromSet(labels.Set{TypeLabel: TypeValue}).String()
+	var ready int
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, readyTimeout, true, func(ctx context.Context) (bool, error) {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		ready = 0
+		for _, n := range nodes.Items {
+			if strings.HasPrefix(n.Name, NamePrefix) && nodeutil.IsNodeReady(&n) {
+				ready++
+			}
+		}
+		return ready >= count, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d nodes Ready after %s: %w", ready, count, readyTimeout, err)
+	}
+	return nil
+}
+
+// newController is kwok's controller for the simulated nodes, with
+// kwok's own stages.
+func newController(ctx context.Context, o *Options, client *rest.Config, typed kubernetes.Interface) (*controllers.Controller, error) {
+	dyn, err := dynamic.NewForConfig(client)
+	if err != nil {
+		return nil, err
+	}
+	kwok, err := kwokclient.NewForConfig(client)
+	if err != nil {
+		return nil, err
+	}
+	stages, err := stages(o)
+	if err != nil {
+		return nil, err
+	}
+	id, err := controllers.Identity()
+	if err != nil {
+		return nil, err
+	}
+	podCIDRs, err := o.podCIDRs()
+	if err != nil {
+		return nil, err
+	}
+	return controllers.NewController(controllers.Config{
+		Clock:         clock.RealClock{},
+		TypedClient:   typed,
+		DynamicClient: dyn,
+		// For the schemas of stages on other resources; these are on
+		// nodes and Pods only.
+		RESTClient:                            typed.Discovery().RESTClient(),
+		RESTMapper:                            restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(typed.Discovery())),
+		TypedKwokClient:                       kwok,
+		ManageNodesWithAnnotationSelector:     simulated.NodeAnnotation + "=" + simulated.NodeAnnotationValue,
+		DisregardStatusWithAnnotationSelector: CustomStatusAnnotation + "=" + CustomStatusValue,
+		// Pods on a node without a pod CIDR get IPs from the first node
+		// CIDR's range.
+		CIDR:                      nodeCIDR(podCIDRs, 0).String(),
+		LocalStages:               stages,
+		PodPlayStageParallelism:   16,
+		NodePlayStageParallelism:  4,
+		NodeLeaseParallelism:      8,
+		NodeLeaseDurationSeconds:  uint(o.LeaseDuration.Seconds()),
+		PodsOnNodeSyncParallelism: 4,
+		ID:                        id,
+	})
+}
+
+// stages are kwok's default stages, as kwokctl's clusters run them: a
+// node initializes to Ready (reporting no kube-proxy version, as 1.37's
+// kubelets) and heartbeats through its lease; a Pod
+// becomes Ready (after o.PodStartupDelay), completes when its
+// restartPolicy says it may (and is then no longer Ready), and is removed
+// once deleted.
+func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
+	byRef := map[internalversion.StageResourceRef][]*internalversion.Stage{}
+	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
+		podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
+		s, err := kwokconfig.UnmarshalWithType[*internalversion.Stage](raw)
+		if err != nil {
+			return nil, fmt.Errorf("kwok stage: %w", err)
+		}
+		switch {
+		case s.Name == "node-initialize":
+			if err := editStatus(s, kwokKubeProxyVersion, noKubeProxyVersion); err != nil {
+				return nil, err
+			}
+		case s.Name == "pod-ready" && o.PodStartupDelay > 0:
+			ms := o.PodStartupDelay.Milliseconds()
+			s.Spec.Delay = &internalversion.StageDelay{DurationMilliseconds: &ms}
+		case s.Name == "pod-complete":
+			if err := editStatus(s, "", completedConditions); err != nil {
+				return nil, err
+			}
+		}
+		byRef[s.Spec.ResourceRef] = append(byRef[s.Spec.ResourceRef], s)
+	}
+	return byRef, nil
+}
+
+// completedConditions end kwok's pod-complete status: a Pod that has
+// finished is no longer Ready, as the kubelet reports it (reason
+// PodCompleted). kwok's stage leaves the Ready conditions pod-ready set,
+// so a Succeeded Pod would stay Ready. The status is a strategic merge
+// patch, which merges conditions by type.
+const completedConditions = `
+conditions:
+- type: Ready
+  status: "False"
+  reason: PodCompleted
+  lastTransitionTime: {{ Now | Quote }}
+- type: ContainersReady
+  status: "False"
+  reason: PodCompleted
+  lastTransitionTime: {{ Now | Quote }}
+`
+
+// kwok's node-initialize stage reports its own version as the node's
+// kube-proxy's; kubelets have left the field empty since 1.31 (it is
+// deprecated: a kubelet cannot know its node's kube-proxy).
+const (
+	kwokKubeProxyVersion = "kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion $kwokVersion }}"
+	noKubeProxyVersion   = "kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion `\"\"` }}"
+)
+
+// editStatus changes the status template of stage s: the line old becomes
+// new, or with old empty, new is added at the end. It fails if the stage
+// has no status template or the template no line old, so that a kwok
+// whose stages changed is noticed.
+func editStatus(s *internalversion.Stage, old, new string) error {
+	for _, step := range s.Spec.Steps {
+		p := step.Patch
+		if p == nil || p.Subresource != "status" || p.Root != "status" {
+			continue
+		}
+		switch {
+		case old == "":
+			p.Template += new
+		case strings.Contains(p.Template, old):
+			p.Template = strings.Replace(p.Template, old, new, 1)
+		default:
+			return fmt.Errorf("kwok stage %s: no %q in its status template", s.Name, old)
+		}
+		return nil
+	}
+	return fmt.Errorf("kwok stage %s: no status patch to edit", s.Name)
+}
+
+// ensureNodes creates the simulated nodes that do not exist and deletes
+// those beyond o.Count.
+func ensureNodes(ctx context.Context, client kubernetes.Interface, o *Options, assignCIDRs bool) error {
+	existing, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{TypeLabel: TypeValue}).String()})
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	var stale []string
+	for _, n := range existing.Items {
+		i, err := strconv.Atoi(strings.TrimPrefix(n.Name, NamePrefix))
+		switch {
+		case !strings.HasPrefix(n.Name, NamePrefix) || err != nil:
+			// Someone else's kwok node.
+		case i >= o.Count:
+			stale = append(stale, n.Name)
+		default:
+			have[n.Name] = true
+		}
+	}
+	podCIDRs, err := o.podCIDRs()
+	if err != nil {
+		return err
+	}
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range o.Count {
+		if have[NodeName(i)] {
+			continue
+		}
+		node := newNode(i, podCIDRs, assignCIDRs)
+		g.Go(func() error {
+			_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
+	}
+	for _, name := range stale {
+		g.Go(func() error {
+			err := client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// newNode is the simulated node i as it registers: its labels, pod CIDR,
+// address, capacity and node info; kwok's node-initialize stage then
+// makes it Ready.
+func newNode(i int, podCIDRs netip.Prefix, assignCIDRs bool) *corev1.Node {
+	name := NodeName(i)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
+				TypeLabel: TypeValue,
+			},
+			Annotations: map[string]string{simulated.NodeAnnotation: simulated.NodeAnnotationValue},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity.DeepCopy(),
+			Allocatable: capacity.DeepCopy(),
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: nthAddr(nodeAddresses.Addr(), uint32(i)+1).String()},
+				{Type: corev1.NodeHostName, Address: name},
+			},
+			NodeInfo: corev1.NodeSystemInfo{
+				KubeletVersion:          version.Get().GitVersion,
+				ContainerRuntimeVersion: "simulated://" + version.Kubeboot,
+				KernelVersion:           "simulated",
+				OSImage:                 "kubeboot simulated node",
+				OperatingSystem:         "linux",
+				Architecture:            "amd64",
+			},
+		},
+	}
+	if assignCIDRs {
+		cidr := nodeCIDR(podCIDRs, i).String()
+		node.Spec.PodCIDR, node.Spec.PodCIDRs = cidr, []string{cidr}
+	}
+	return node
+}
+
+// nodeCIDR is the i-th /24 of p.
+func nodeCIDR(p netip.Prefix, i int) netip.Prefix {
+	return netip.PrefixFrom(nthAddr(p.Addr(), uint32(i)<<(32-nodeMaskSize)), nodeMaskSize)
+}
+
+// nthAddr is the IPv4 address n after a.
+func nthAddr(a netip.Addr, n uint32) netip.Addr {
+	b := a.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) + n
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
