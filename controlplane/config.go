@@ -18,6 +18,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/apiserver/services"
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/internal/platform/network"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
@@ -211,8 +212,8 @@ func NewConfig() Config {
 		APIServerCount:            1,
 		EndpointLeaseTTL:          reconcilers.DefaultLeaseTTL,
 		EndpointReconcileInterval: reconcilers.DefaultReconcileInterval,
-		RepairInterval:            apiserver.DefaultRepairInterval,
-		RepairDeadline:            apiserver.DefaultRepairDeadline,
+		RepairInterval:            services.DefaultRepairInterval,
+		RepairDeadline:            services.DefaultRepairDeadline,
 		ClusterDomain:             DefaultClusterDomain,
 
 		Authentication: apiserver.NewAuthenticationOptions(),

@@ -19,8 +19,9 @@ import (
 	"k8s.io/kube-openapi/pkg/common/restfuladapter"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 
-	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
+
+	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 )
 
 // The server chain, as kube-apiserver's CreateServerChain: the

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	basecompatibility "k8s.io/component-base/compatibility"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	"k8s.io/kube-openapi/pkg/common"
@@ -68,10 +69,11 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	"github.com/kubeboot/kubeboot/internal/apiserver/loopback"
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
-	"github.com/kubeboot/kubeboot/internal/apiserver/services/repair"
+	"github.com/kubeboot/kubeboot/internal/apiserver/services"
 	"github.com/kubeboot/kubeboot/internal/platform/network"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
+
 	// Gives upstream's version package kubeboot's version, which
 	// /version serves (through the effective version below).
 	_ "github.com/kubeboot/kubeboot/internal/platform/version"
@@ -192,6 +194,10 @@ type Config struct {
 	SharedObjects *sharedobjects.Pool
 }
 
+// DefaultEventTTL is how long Events are kept (--event-ttl), as
+// kube-apiserver's.
+const DefaultEventTTL = time.Hour
+
 // Server is an assembled server chain, not yet running.
 type Server struct {
 	// Generic is the front of the chain (the aggregator's generic server):
@@ -211,9 +217,10 @@ type Server struct {
 	storage  *etcdstore.Backend
 	// etcd is Config.Etcd's client.
 	etcd *clientv3.Client
-	// allocators are the Service allocators, whose repair loops read the
-	// core group's Services.
-	allocators   *serviceAllocators
+	// broadcaster and recorder record the server's own controllers'
+	// Events (as kube-apiserver), once the bootstrap controller starts.
+	broadcaster  record.EventBroadcaster
+	recorder     record.EventRecorder
 	coreProvider *coreProvider
 	// informers is the shared informer factory on the loopback client,
 	// started by the generic server's post-start hook.
@@ -384,12 +391,16 @@ func New(cfg Config) (_ *Server, err error) {
 	generic := cp.GenericAPIServer
 	destroy = append(destroy[:0], generic.Destroy)
 
-	allocators, err := newServiceAllocators(backend, client, informerFactory, cfg.ServiceCIDRs, cfg.NodePorts)
+	// The Events of the server's own controllers, as kube-apiserver's.
+	broadcaster := record.NewBroadcaster(record.WithContext(context.Background()))
+	generic.RegisterDestroyFunc(broadcaster.Shutdown)
+	recorder := broadcaster.NewRecorder(legacyscheme.Scheme, corev1.EventSource{Component: "kube-apiserver"})
+	allocators, err := services.NewAllocators(services.Config{CIDRs: cfg.ServiceCIDRs, NodePorts: cfg.NodePorts,
+		RepairInterval: cfg.RepairInterval, RepairDeadline: cfg.RepairDeadline, Recorder: recorder}, backend, client, informerFactory)
 	if err != nil {
 		return nil, err
 	}
-	generic.RegisterDestroyFunc(allocators.destroy)
-	repair.RegisterMetrics()
+	generic.RegisterDestroyFunc(allocators.Destroy)
 	core := &coreProvider{
 		generic:    completed.NewCoreGenericConfig(),
 		loopback:   gc.LoopbackClientConfig,
@@ -397,9 +408,7 @@ func New(cfg Config) (_ *Server, err error) {
 		transport:  proxyTransport,
 		slices:     resolver.slices,
 		authorizer: gc.Authorization.Authorizer,
-		clusterIPs: allocators.clusterIPs,
-		primary:    allocators.primary,
-		ports:      allocators.nodePorts.ForRegistry(),
+		services:   allocators,
 		components: newComponentStatuses(backend.Check),
 	}
 	providers, err := storageProviders(gc, core, client, informerFactory, cfg.EventTTL)
@@ -414,7 +423,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	s := &Server{Scheme: legacyscheme.Scheme, Client: client, Loopback: gc.LoopbackClientConfig, inProcessTokens: inProcessTokens,
 		storage: backend, etcd: etcdClient, informers: informerFactory, internalClient: internalClient,
-		allocators: allocators, coreProvider: core,
+		coreProvider: core, broadcaster: broadcaster, recorder: recorder,
 		core: generic, crds: crds, openAPIV3: coreConfig.OpenAPIV3Config, failed: make(chan error, 1)}
 	if err := s.addHooks(cfg); err != nil {
 		return nil, err

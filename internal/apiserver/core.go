@@ -23,7 +23,8 @@ import (
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 	controllerstore "k8s.io/kubernetes/pkg/registry/core/replicationcontroller/storage"
 	corerest "k8s.io/kubernetes/pkg/registry/core/rest"
-	"k8s.io/kubernetes/pkg/registry/core/service/portallocator"
+
+	"github.com/kubeboot/kubeboot/internal/apiserver/services"
 
 	"k8s.io/kubernetes/pkg/registry/core/componentstatus"
 	endpointsstore "k8s.io/kubernetes/pkg/registry/core/endpoint/storage"
@@ -33,14 +34,13 @@ import (
 	pvcstore "k8s.io/kubernetes/pkg/registry/core/persistentvolumeclaim/storage"
 	podstore "k8s.io/kubernetes/pkg/registry/core/pod/storage"
 	podtemplatestore "k8s.io/kubernetes/pkg/registry/core/podtemplate/storage"
-	servicestore "k8s.io/kubernetes/pkg/registry/core/service/storage"
 	serviceaccountstore "k8s.io/kubernetes/pkg/registry/core/serviceaccount/storage"
 )
 
 // coreProvider builds the core ("") group from upstream's registries, as
 // kube-apiserver's legacy storage provider does, except that Services
-// allocate through the allocators kubeboot hands in (see services.go)
-// instead of ones the provider would build, and componentstatuses reports
+// allocate through kubeboot's allocators (package services) instead of
+// ones the provider would build, and componentstatuses reports
 // on components that run in the process through the components
 // themselves (componentstatuses.go).
 type coreProvider struct {
@@ -50,27 +50,18 @@ type coreProvider struct {
 	transport  http.RoundTripper
 	slices     proxy.EndpointSliceGetter
 	authorizer authorizer.Authorizer
-	// clusterIPs allocate the Services' ClusterIPs; the Services storage
-	// has them store their IPAddresses.
-	clusterIPs clusterIPAllocators
-	primary    api.IPFamily
-	ports      portallocator.Interface
+	// services build the Services registry and repair its allocations.
+	services *services.Allocators
 	// components are what componentstatuses reports on.
 	components *componentStatuses
-
-	// services is the Services registry, once built: the NodePort repair
-	// loop lists it.
-	services *servicestore.REST
-	// repair starts the Service allocators' repair loops; set before the
-	// server runs. Its hook is registered with the group, where
-	// kube-apiserver registers it, so /readyz lists it in the same place.
-	repair genericapiserver.PostStartHookFunc
 }
 
-// PostStartHook implements genericapiserver.PostStartHookProvider.
+// PostStartHook implements genericapiserver.PostStartHookProvider: the
+// Service allocators' repair loops start with the group, where
+// kube-apiserver starts them, so /readyz lists them in the same place.
 func (p *coreProvider) PostStartHook() (string, genericapiserver.PostStartHookFunc, error) {
 	return hookRepair, stopIsNotFailure(func(hc genericapiserver.PostStartHookContext) error {
-		return p.repair(hc)
+		return p.services.StartRepairs(hc)
 	}), nil
 }
 
@@ -78,7 +69,7 @@ func (p *coreProvider) PostStartHook() (string, genericapiserver.PostStartHookFu
 func (p *coreProvider) GroupName() string { return api.GroupName }
 
 // NewRESTStorage implements controlplaneapiserver.RESTStorageProvider.
-func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigSource, opts generic.RESTOptionsGetter) (genericapiserver.APIGroupInfo, error) {
+func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigSource, opts generic.RESTOptionsGetter) (_ genericapiserver.APIGroupInfo, err error) {
 	info, err := p.generic.NewRESTStorage(resources, opts)
 	if err != nil {
 		return genericapiserver.APIGroupInfo{}, err
@@ -87,10 +78,20 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 	if storage == nil {
 		storage = map[string]rest.Storage{}
 	}
-	fail := func(what string, err error) (genericapiserver.APIGroupInfo, error) {
-		for _, s := range storage {
-			s.Destroy()
+	// Whatever is built is destroyed again if a later step fails (the
+	// storages' Destroy is idempotent).
+	var built []rest.Storage
+	defer func() {
+		if err != nil {
+			for _, s := range storage {
+				s.Destroy()
+			}
+			for _, s := range built {
+				s.Destroy()
+			}
 		}
+	}()
+	fail := func(what string, err error) (genericapiserver.APIGroupInfo, error) {
 		return genericapiserver.APIGroupInfo{}, fmt.Errorf("%s storage: %w", what, err)
 	}
 	enabled := func(resource string) bool {
@@ -109,21 +110,19 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 	if err != nil {
 		return fail("node", err)
 	}
+	built = append(built, nodes.Node)
 	kubelets := simulatedNodeKubelets{nodes.KubeletConnectionInfo, nodes.Node}
 	nodes.Proxy.Connection = kubelets
 	pods, err := podstore.NewStorage(opts, kubelets, p.transport, pdbs, p.authorizer)
 	if err != nil {
-		nodes.Node.Destroy()
 		return fail("pod", err)
 	}
-	services, serviceStatus, serviceProxy, err := servicestore.NewREST(recordIPAddresses{opts, p.clusterIPs}, p.primary, p.clusterIPs.forRegistry(), p.ports, p.slices, pods.Pod, p.transport)
+	built = append(built, pods.Pod)
+	services, serviceStatus, serviceProxy, err := p.services.NewREST(opts, pods.Pod, p.slices, p.transport)
 	if err != nil {
-		nodes.Node.Destroy()
-		pods.Pod.Destroy()
 		return fail("service", err)
 	}
-	p.clusterIPs.allocateThrough(services.Store)
-	p.services = services
+	built = append(built, services)
 
 	if enabled("pods") {
 		storage["pods"] = pods.Pod

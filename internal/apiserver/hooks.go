@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/discovery"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"k8s.io/kube-aggregator/pkg/controllers/autoregister"
@@ -59,10 +58,6 @@ type hook struct {
 // once its controller's first pass succeeded, so /readyz fails until then;
 // a hook error ends the process.
 func (s *Server) addHooks(cfg Config) error {
-	broadcaster := record.NewBroadcaster(record.WithContext(context.Background()))
-	recorder := broadcaster.NewRecorder(s.Scheme, corev1.EventSource{Component: "kube-apiserver"})
-	s.core.RegisterDestroyFunc(broadcaster.Shutdown)
-
 	reconciler, err := s.newReconciler(cfg)
 	if err != nil {
 		return err
@@ -76,15 +71,12 @@ func (s *Server) addHooks(cfg Config) error {
 		NodePort:   int32(cfg.KubernetesServiceNodePort),
 		Interval:   cfg.EndpointReconcileInterval,
 		Ready:      s.ready,
-	}, s.Client, reconciler, recorder)
-	cidr := defaultservicecidr.New(s.Client, cfg.ServiceCIDRs.All(), recorder, 0)
-	s.coreProvider.repair = func(hc genericapiserver.PostStartHookContext) error {
-		return s.allocators.startRepairs(hc, s.coreProvider.services, recorder, cfg.RepairInterval, cfg.RepairDeadline)
-	}
+	}, s.Client, reconciler, s.recorder)
+	cidr := defaultservicecidr.New(s.Client, cfg.ServiceCIDRs.All(), s.recorder, 0)
 	hooks := []hook{
 		// In kube-apiserver's order, which /readyz?verbose lists.
 		{hookBootstrap, func(hc genericapiserver.PostStartHookContext) error {
-			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.Client.CoreV1().Events("")})
+			s.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.Client.CoreV1().Events("")})
 			return bootstrap.Start(hc)
 		}},
 		{hookServiceCIDR, func(hc genericapiserver.PostStartHookContext) error { return cidr.Start(hc) }},

@@ -1,9 +1,10 @@
-package apiserver
+package services
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
@@ -25,80 +27,79 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
+	svcreg "k8s.io/kubernetes/pkg/registry/core/service"
 	"k8s.io/kubernetes/pkg/registry/core/service/ipallocator"
 	servicestore "k8s.io/kubernetes/pkg/registry/core/service/storage"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	"github.com/kubeboot/kubeboot/internal/apiserver/services/clusterip"
 	"github.com/kubeboot/kubeboot/internal/apiserver/services/nodeport"
+	"github.com/kubeboot/kubeboot/internal/apiserver/services/repair"
 	"github.com/kubeboot/kubeboot/internal/platform/network"
 )
 
-// How a Service gets its ClusterIPs and NodePorts: upstream's Service
-// registry (defaulting, validation, IP families, the allocation
-// transaction) calls kubeboot's allocators through upstream's allocator
-// interfaces.
-//
-//   - ClusterIPs: clusterip.Allocator, one per IP family, over the
-//     ServiceCIDRs of that family; one IPAddress object per allocated IP,
-//     as kube-apiserver 1.33+. The registry's allocation only holds the IP;
-//     the Services storage (recordingServices) creates the IPAddresses of a
-//     Service's held IPs before it stores the Service.
-//   - NodePorts: kubeboot's bitmap allocator (internal/apiserver/services/nodeport),
-//     which shares one compare-and-swap write among concurrent requests.
-//
-// Their repair loops are kubeboot's (internal/apiserver/services/clusterip and
-// nodeport; docs/decisions.md says why not upstream's ClusterIP one). They
-// run from the start-service-ip-repair-controllers hook, which holds
-// /readyz until the allocators have synced and both first passes
-// succeeded.
-
-// Defaults, as kube-apiserver's.
+// Defaults of the repair loops, as kube-apiserver's.
 const (
-	// DefaultEventTTL is how long Events are kept (--event-ttl).
-	DefaultEventTTL = time.Hour
-
 	DefaultRepairInterval = 3 * time.Minute
 	DefaultRepairDeadline = time.Minute
 )
 
-// serviceAllocators are the Service allocators and their repair loops.
-type serviceAllocators struct {
+// Config says how Services get their ClusterIPs and NodePorts.
+type Config struct {
+	// CIDRs are the Service ranges (--service-cluster-ip-range).
+	CIDRs network.ServiceCIDRs
+	// NodePorts is --service-node-port-range.
+	NodePorts network.PortRange
+	// RepairInterval is how often the repair loops run
+	// (--service-ip-repair-interval).
+	RepairInterval time.Duration
+	// RepairDeadline bounds the first repair passes, which /readyz waits
+	// for; past it the server exits (--service-ip-repair-deadline).
+	RepairDeadline time.Duration
+	// Recorder records the repair loops' Events.
+	Recorder record.EventRecorder
+}
+
+// Allocators are the Service allocators, the Services registry that
+// allocates through them, and their repair loops.
+type Allocators struct {
+	cfg        Config
 	clusterIPs clusterIPAllocators
 	primary    api.IPFamily
 
 	nodePorts     *nodeport.Allocator
 	nodePortStore storage.Interface
 
-	client       kubernetes.Interface
-	serviceCIDRs network.ServiceCIDRs
-	cidrObjects  networkinglisters.ServiceCIDRLister
-	destroy      func()
+	client      kubernetes.Interface
+	cidrObjects networkinglisters.ServiceCIDRLister
+	destroys    []func()
+	// services is the Services registry, once NewREST built it: the repair
+	// loops list it.
+	services *servicestore.REST
 }
 
-func newServiceAllocators(backend *etcdstore.Backend, client kubernetes.Interface, factory informers.SharedInformerFactory,
-	cidrs network.ServiceCIDRs, ports network.PortRange) (*serviceAllocators, error) {
+// NewAllocators builds the allocators cfg describes: the ClusterIP ones
+// on the informers' ServiceCIDRs and IPAddresses (and client, which
+// stores IPAddresses), the NodePort one on backend. Destroy releases them.
+func NewAllocators(cfg Config, backend *etcdstore.Backend, client kubernetes.Interface, factory informers.SharedInformerFactory) (_ *Allocators, err error) {
 	cidrInformer := factory.Networking().V1().ServiceCIDRs()
-	out := &serviceAllocators{clusterIPs: clusterIPAllocators{}, client: client,
-		serviceCIDRs: cidrs, cidrObjects: cidrInformer.Lister()}
-	var destroys []func()
-	out.destroy = func() {
-		for _, d := range destroys {
-			d()
+	out := &Allocators{cfg: cfg, clusterIPs: clusterIPAllocators{}, client: client, cidrObjects: cidrInformer.Lister()}
+	defer func() {
+		if err != nil {
+			out.Destroy()
 		}
-	}
-	for i, p := range cidrs.All() {
+	}()
+	for i, p := range cfg.CIDRs.All() {
 		family := api.IPv4Protocol
 		if p.Addr().Is6() {
 			family = api.IPv6Protocol
 		}
 		a, err := clusterip.NewAllocator(family, cidrInformer, factory.Networking().V1().IPAddresses(), client.NetworkingV1().IPAddresses())
 		if err != nil {
-			out.destroy()
 			return nil, err
 		}
 		a.EnableMetrics()
-		destroys = append(destroys, a.Destroy)
+		out.destroys = append(out.destroys, a.Destroy)
 		out.clusterIPs[family] = a
 		if i == 0 {
 			out.primary = family
@@ -107,13 +108,38 @@ func newServiceAllocators(backend *etcdstore.Backend, client kubernetes.Interfac
 	raw, destroyRaw, err := backend.Raw(corev1.Resource("servicenodeportallocations"), nodeport.Key,
 		func() runtime.Object { return &corev1.RangeAllocation{} }, nil)
 	if err != nil {
-		out.destroy()
 		return nil, fmt.Errorf("node port allocation storage: %w", err)
 	}
-	out.nodePorts = nodeport.New(ports, raw)
+	out.nodePorts = nodeport.New(cfg.NodePorts, raw)
 	out.nodePortStore = raw
-	destroys = append(destroys, out.nodePorts.Close, destroyRaw)
+	out.destroys = append(out.destroys, out.nodePorts.Close, destroyRaw)
+	repair.RegisterMetrics()
 	return out, nil
+}
+
+// Destroy releases the allocators.
+func (a *Allocators) Destroy() {
+	for _, d := range a.destroys {
+		d()
+	}
+	a.destroys = nil
+}
+
+// NewREST builds upstream's Services registry on opts (defaulting,
+// validation, IP families, the allocation transaction), allocating
+// through the allocators; its storage stores a Service only once the
+// IPAddresses of its ClusterIPs are stored. pods, slices and transport
+// serve its proxy subresource.
+func (a *Allocators) NewREST(opts generic.RESTOptionsGetter, pods servicestore.PodStorage, slices proxy.EndpointSliceGetter,
+	transport http.RoundTripper) (*servicestore.REST, *servicestore.StatusREST, *svcreg.ProxyREST, error) {
+	services, status, proxy, err := servicestore.NewREST(recordIPAddresses{opts, a.clusterIPs}, a.primary, a.clusterIPs.forRegistry(),
+		a.nodePorts.ForRegistry(), slices, pods, transport)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a.clusterIPs.allocateThrough(services.Store)
+	a.services = services
+	return services, status, proxy, nil
 }
 
 // clusterIPAllocators are the ClusterIP allocators by IP family.
@@ -173,17 +199,22 @@ func (c clusterIPAllocators) hasSynced() bool {
 	return true
 }
 
-// startRepairs runs the first passes of both repair loops: until both
-// succeeded the hook, and so /readyz, is not done; if they cannot succeed
-// within deadline, the error ends the process. Then the loops run every
-// interval until ctx is done.
-func (a *serviceAllocators) startRepairs(ctx context.Context, services *servicestore.REST, recorder record.EventRecorder, interval, deadline time.Duration) error {
+// StartRepairs runs the first passes of both repair loops over the
+// Services registry NewREST built: it returns once both succeeded (the
+// post-start hook start-service-ip-repair-controllers, which /readyz waits
+// for), or with an error past Config.RepairDeadline. Then the loops run
+// every Config.RepairInterval until ctx is done.
+func (a *Allocators) StartRepairs(ctx context.Context) error {
+	if a.services == nil {
+		return errors.New("the Services registry was not built (NewREST)")
+	}
+	services, recorder, deadline := a.services, a.cfg.Recorder, a.cfg.RepairDeadline
 	logger := klog.FromContext(ctx)
 	loops := []struct {
 		name string
 		pass func(context.Context) error
 	}{
-		{"ClusterIP", clusterip.NewRepair(v1Services{services}, a.client.NetworkingV1().IPAddresses(), a.serviceCIDRs.All(), a.cidrObjects, recorder).RunOnce},
+		{"ClusterIP", clusterip.NewRepair(v1Services{services}, a.client.NetworkingV1().IPAddresses(), a.cfg.CIDRs.All(), a.cidrObjects, recorder).RunOnce},
 		{"NodePort", nodeport.NewRepair(a.nodePorts, a.nodePortStore, v1Services{services}, recorder).RunOnce},
 	}
 	pending := loops
@@ -215,7 +246,7 @@ func (a *serviceAllocators) startRepairs(ctx context.Context, services *services
 			if err := loop.pass(ctx); err != nil {
 				logger.Error(err, "Repair pass failed", "allocator", loop.name)
 			}
-		}, interval)
+		}, a.cfg.RepairInterval)
 	}
 	return nil
 }
