@@ -18,19 +18,15 @@ import (
 const ClusterName = "kubeboot"
 
 const (
-	pkiDirName          = "pki"
+	pkiDirName = "pki"
+	// servingPairName names the generated serving certificate's files in
+	// pki (apiserver.crt, apiserver.key), as kubeadm's.
+	servingPairName     = "apiserver"
 	adminKubeconfigName = "admin.kubeconfig"
 	// adminUser is the admin certificate's user; system:masters makes it
 	// a superuser once authorization arrives.
 	adminUser = "kubeboot-admin"
 )
-
-// DefaultServiceAccountSigningKeyFile is the service account signing key
-// a server generates in dataDir when --service-account-signing-key-file
-// is not set: pki/sa.key.
-func DefaultServiceAccountSigningKeyFile(dataDir string) string {
-	return filepath.Join(dataDir, pkiDirName, pki.ServiceAccountKeyName+".key")
-}
 
 type certificates struct {
 	ca *pki.KeyPair
@@ -41,7 +37,6 @@ type certificates struct {
 	// kubeletClientCert and kubeletClientKey are the files of the client
 	// certificate the server presents to kubelets.
 	kubeletClientCert, kubeletClientKey string
-	serving                             *pki.KeyPair
 	loopback                            *pki.KeyPair
 	clientCA                            []byte
 	// serviceAccountKey is the file of the key that signs service
@@ -60,9 +55,10 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster CA in %s: %w", dir, err)
 	}
-	serving, err := pki.EnsureServing(dir, "apiserver", ca, servingSpec(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("serving certificate in %s: %w", dir, err)
+	if cfg.servingCert {
+		if _, err := pki.EnsureServing(dir, servingPairName, ca, servingSpec(cfg)); err != nil {
+			return nil, fmt.Errorf("serving certificate in %s: %w", dir, err)
+		}
 	}
 	admin, err := pki.EnsureClient(dir, "admin", ca, adminUser, []string{"system:masters"})
 	if err != nil {
@@ -98,8 +94,8 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	}
 
 	host := "127.0.0.1"
-	if !cfg.BindAddress.IsUnspecified() {
-		host = cfg.BindAddress.String()
+	if bind := cfg.SecureServing.BindAddress; !bind.IsUnspecified() {
+		host = bind.String()
 	}
 	serverURL := "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 	if err := pki.WriteKubeconfig(filepath.Join(cfg.DataDir, adminKubeconfigName), ClusterName, serverURL, ca.CertPEM, admin); err != nil {
@@ -122,7 +118,6 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 
 		kubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
 		kubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
-		serving:           serving,
 		loopback:          loopback,
 		clientCA:          clientCA,
 
@@ -143,11 +138,11 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 // self-signed certificate: the advertise and bind addresses, localhost,
 // the kubernetes Service IPs and DNS names.
 func servingSpec(cfg *completedConfig) pki.ServingSpec {
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, cfg.Server.AdvertiseAddress}
-	if !cfg.BindAddress.IsUnspecified() {
-		ips = append(ips, cfg.BindAddress)
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, cfg.GenericServerRun.AdvertiseAddress}
+	if bind := cfg.SecureServing.BindAddress; !bind.IsUnspecified() {
+		ips = append(ips, bind)
 	}
-	for _, p := range cfg.serviceCIDRs.All() {
+	for _, p := range cfg.apiserver.Services.CIDRs.All() {
 		ips = append(ips, addrIP(p.Addr().Next()))
 	}
 	names := []string{

@@ -70,8 +70,12 @@ func (s Settings) DelegateToServer(name, user string, authn *genericoptions.Dele
 		return &n, &z
 	}
 	k := componentKubeconfig{name: name, user: user}
-	setDefault(&n.RemoteKubeConfigFile, k.path(s.DataDir))
-	setDefault(&z.RemoteKubeConfigFile, k.path(s.DataDir))
+	if n.RemoteKubeConfigFile == "" {
+		n.RemoteKubeConfigFile = k.path(s.DataDir)
+	}
+	if z.RemoteKubeConfigFile == "" {
+		z.RemoteKubeConfigFile = k.path(s.DataDir)
+	}
 	*s.kubeconfigs = append(*s.kubeconfigs, k)
 	return &n, &z
 }

@@ -12,6 +12,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
@@ -24,48 +25,39 @@ import (
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
-// Defaults, as kube-apiserver's where it has one.
-const (
-	DefaultSecurePort    = 6443
-	DefaultClusterDomain = "cluster.local"
-	// DefaultEtcdCompactionInterval is kube-apiserver's.
-	DefaultEtcdCompactionInterval = 5 * time.Minute
-)
-
-// Config describes a control plane. The zero value works: every field
-// documents its default.
+// Config is a control plane's settings: kube-apiserver's option groups
+// where it has one, each the home of its settings, and kubeboot's own.
+// NewConfig returns every default; change what differs, then Complete.
+// Every field means what it says: a zero port is a free port, a zero
+// compaction interval is no compaction.
 type Config struct {
 	// DataDir holds the embedded etcd data, the generated certificates and
-	// admin.kubeconfig. Default: DefaultDataDir().
+	// admin.kubeconfig (--data-dir). Default: DefaultDataDir().
 	DataDir string
 
-	// BindAddress is the address the secure port listens on
-	// (--bind-address). Default: 0.0.0.0 (all interfaces).
-	BindAddress net.IP
-	// SecurePort is --secure-port. Default: 6443. Set UseFreePort to
-	// listen on any free port instead.
-	SecurePort int
-	// UseFreePort makes the server listen on a free port chosen by the
-	// kernel; the port is in Server.URL.
-	UseFreePort bool
-	// Server is the generic server's run option group: --advertise-address
-	// (the address published in the kubernetes Service's endpoints; if
-	// unset, BindAddress if it is a specific non-loopback address, else the
-	// address of the host's default-route interface),
-	// --shutdown-delay-duration (how long the server keeps serving, with
-	// /readyz failing, after a stop signal),
-	// --shutdown-watch-termination-grace-period (how long open watches,
-	// told to end, may take to drain at shutdown; default 5s),
-	// --max-requests-inflight, --request-timeout and the rest of
-	// kube-apiserver's generic server flags. Default:
-	// NewServerRunOptions().
-	Server *genericoptions.ServerRunOptions
+	// GenericServerRun is kube-apiserver's generic server group:
+	// --advertise-address (the address published in the kubernetes
+	// Service's endpoints; if unset, the bind address if it is a specific
+	// non-loopback address, else the address of the host's default-route
+	// interface), --shutdown-delay-duration,
+	// --shutdown-watch-termination-grace-period (default 5s here: how long
+	// open watches may delay a stop), --max-requests-inflight,
+	// --request-timeout, ...
+	GenericServerRun *genericoptions.ServerRunOptions
+	// SecureServing is kube-apiserver's secure serving group:
+	// --bind-address (default 0.0.0.0) and --secure-port (default 6443; 0
+	// picks a free port, which Server.URL names).
+	SecureServing *genericoptions.SecureServingOptions
+	// Etcd is kube-apiserver's etcd group: --etcd-servers (none: etcd
+	// runs embedded in DataDir), --etcd-cafile, --etcd-certfile,
+	// --etcd-keyfile, --etcd-prefix (/registry),
+	// --etcd-compaction-interval (5m; 0 turns compaction off) and
+	// --watch-cache (on).
+	Etcd *genericoptions.EtcdOptions
 
-	// Etcd selects external etcd; by default etcd runs embedded in DataDir.
-	Etcd EtcdConfig
-
-	// ServiceClusterIPRange is --service-cluster-ip-range. Default:
-	// 10.0.0.0/24 (with a warning, as kube-apiserver).
+	// ServiceClusterIPRange is --service-cluster-ip-range: one CIDR, or
+	// two of different families. Empty: 10.0.0.0/24, with kube-apiserver's
+	// deprecation warning.
 	ServiceClusterIPRange string
 	// ServiceNodePortRange is --service-node-port-range. Default:
 	// 30000-32767.
@@ -92,33 +84,35 @@ type Config struct {
 	// Default: 1m.
 	RepairDeadline time.Duration
 
-	// ClusterDomain is the DNS domain of Services, used in the serving
-	// certificate. Default: cluster.local.
+	// ClusterDomain is the DNS domain of Services: the serving
+	// certificate names kubernetes.default.svc.<ClusterDomain>, and the
+	// service account issuer defaults to its URL. Default: cluster.local.
 	ClusterDomain string
 
-	// Authentication is kube-apiserver's authentication option group:
-	// client certificates (--client-ca-file: CAs accepted besides the
-	// generated one), --token-auth-file, service account tokens
+	// Authentication is kube-apiserver's authentication group: client
+	// certificates (--client-ca-file: CAs accepted besides the generated
+	// one), --token-auth-file, service account tokens
 	// (--service-account-issuer, default
-	// https://kubernetes.default.svc.cluster.local; --service-account-key-file,
-	// default the signing key; --service-account-lookup,
-	// --service-account-max-token-expiration, ...), --api-audiences and
-	// --authentication-config. Default: NewAuthenticationOptions().
+	// https://kubernetes.default.svc.<ClusterDomain>;
+	// --service-account-key-file, default the signing key;
+	// --service-account-lookup, --service-account-max-token-expiration,
+	// --service-account-extend-token-expiration, ...), bootstrap tokens
+	// (--enable-bootstrap-token-auth, off), --api-audiences and
+	// --authentication-config.
 	Authentication *kubeoptions.BuiltInAuthenticationOptions
 	// ServiceAccountSigningKeyFile is --service-account-signing-key-file:
 	// the private key that signs service account tokens. Default:
 	// pki/sa.key in DataDir, generated on first start.
 	ServiceAccountSigningKeyFile string
-	// Authorization is kube-apiserver's authorization option group
-	// (--authorization-mode and its webhook flags). Default:
-	// --authorization-mode=Node,RBAC.
+	// Authorization is kube-apiserver's authorization group
+	// (--authorization-mode, default Node,RBAC, and its webhook flags).
 	Authorization *kubeoptions.BuiltInAuthorizationOptions
-	// Admission is kube-apiserver's admission option group
+	// Admission is kube-apiserver's admission group
 	// (--enable-admission-plugins, --disable-admission-plugins,
 	// --admission-control-config-file). Default: kube-apiserver's plugins
 	// in its order.
 	Admission *kubeoptions.AdmissionOptions
-	// Features is the generic server's feature option group
+	// Features is the generic server's feature group
 	// (--enable-priority-and-fairness, --profiling,
 	// --contention-profiling, --debug-socket-path). Default: API Priority
 	// and Fairness and profiling on, as kube-apiserver.
@@ -134,8 +128,6 @@ type Config struct {
 
 	// EventTTL is --event-ttl. Default: 1h.
 	EventTTL time.Duration
-	// DisableWatchCache serves lists and watches from etcd (--watch-cache=false).
-	DisableWatchCache bool
 
 	// Components run in the process beside the API server (Component):
 	// kube-controller-manager, kube-scheduler, simulated nodes, this
@@ -147,67 +139,55 @@ type Config struct {
 // (file and document) its errors name.
 type CRD = crdinstall.CRD
 
-// EtcdConfig points at an external etcd cluster.
-type EtcdConfig struct {
-	// Servers are the client URLs (--etcd-servers). Empty: embedded etcd.
-	Servers []string
-	// CAFile, CertFile and KeyFile secure the connection (--etcd-cafile,
-	// --etcd-certfile, --etcd-keyfile).
-	CAFile, CertFile, KeyFile string
-	// Prefix is --etcd-prefix. Default: /registry.
-	Prefix string
-	// CompactionInterval is --etcd-compaction-interval: how often old
-	// revisions are compacted away. Default: 5m, as kube-apiserver;
-	// set DisableCompaction to turn it off.
-	CompactionInterval time.Duration
-	// DisableCompaction turns compaction off (--etcd-compaction-interval=0).
-	DisableCompaction bool
-}
-
-// CompletedConfig is a Config with defaults applied and every value
-// checked; only Complete makes one, and only New takes one.
+// CompletedConfig is a Config with every setting resolved and checked;
+// only Complete makes one, and only New takes one.
 type CompletedConfig struct {
 	*completedConfig
 }
 
 type completedConfig struct {
 	Config
+	// apiserver is the API server's configuration, resolved from Config
+	// once; New hands it over as it is.
+	apiserver apiserver.Config
 	// components are Config.Components, completed.
 	components []completedComponent
 	// componentKubeconfigs are written with the certificates, for the
 	// components that serve a port of their own.
 	componentKubeconfigs []componentKubeconfig
-	reconciler           reconcilers.Type
-	serviceCIDRs         network.ServiceCIDRs
-	nodePorts            network.PortRange
-	advertiseAddr        netip.Addr
-	crds                 []crdinstall.CRD
-	warnings             []string
+	// servingCert is set when the serving certificate is generated (no
+	// --tls-cert-file): New writes it to SecureServing's files.
+	servingCert bool
+	warnings    []string
 }
 
 // Warnings lists what Complete defaulted that a user should know about.
 func (c CompletedConfig) Warnings() []string { return c.warnings }
 
-// NewServerRunOptions returns the default of Config.Server: kube-apiserver's
-// generic server flags with kubeboot's defaults.
-func NewServerRunOptions() *genericoptions.ServerRunOptions { return apiserver.NewServerRunOptions() }
+// Defaults, as kube-apiserver's where it has one.
+const (
+	DefaultSecurePort    = 6443
+	DefaultClusterDomain = "cluster.local"
+)
 
-// NewConfig returns the configuration every zero field of a Config stands
-// for: the one list of kubeboot's defaults, which the flags show and
-// Complete fills in. ServiceClusterIPRange stays empty: Complete defaults
-// it with kube-apiserver's deprecation warning.
+// NewConfig returns every default of a Config, written once here: the
+// flags show them, and Complete resolves what follows from them.
 func NewConfig() Config {
+	serving := genericoptions.NewSecureServingOptions()
+	serving.BindPort = DefaultSecurePort
+	// As kube-apiserver's generated certificate, in the data dir's pki.
+	serving.ServerCert.CertDirectory = ""
+	serving.MinTLSVersion = "VersionTLS12"
+	etcd := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(etcdstore.DefaultPrefix, nil))
+	// As kube-apiserver's: objects are stored as protobuf.
+	etcd.DefaultStorageMediaType = etcdstore.StorageMediaType
 	return Config{
-		DataDir:     DefaultDataDir(),
-		BindAddress: net.IPv4zero,
-		SecurePort:  DefaultSecurePort,
-		Server:      NewServerRunOptions(),
-		Etcd: EtcdConfig{
-			Prefix:             etcdstore.DefaultPrefix,
-			CompactionInterval: DefaultEtcdCompactionInterval,
-		},
-		ServiceNodePortRange: network.DefaultServiceNodePortRange,
+		DataDir:          DefaultDataDir(),
+		GenericServerRun: apiserver.NewServerRunOptions(),
+		SecureServing:    serving,
+		Etcd:             etcd,
 
+		ServiceNodePortRange:      network.DefaultServiceNodePortRange,
 		EndpointReconcilerType:    string(reconcilers.Lease),
 		APIServerCount:            1,
 		EndpointLeaseTTL:          reconcilers.DefaultLeaseTTL,
@@ -240,88 +220,86 @@ func DefaultDataDir() string {
 	return filepath.Join(os.TempDir(), "kubeboot")
 }
 
-// Complete applies defaults and checks the configuration, returning every
-// problem at once. It writes nothing.
+// Complete resolves what follows from the settings (the data directory's
+// absolute path, the files the server generates, the advertise address,
+// the service account issuer and keys, the Service ranges, the
+// components' settings) and checks every setting, returning every problem
+// at once, each naming its flag. It writes nothing; the caller's groups
+// are not modified.
 func (c Config) Complete() (CompletedConfig, error) {
 	cc := &completedConfig{Config: c}
+	if err := cc.requireGroups(); err != nil {
+		return CompletedConfig{}, err
+	}
 	var errs []error
-	d := NewConfig()
-	setDefault(&cc.DataDir, d.DataDir)
-	if abs, err := filepath.Abs(cc.DataDir); err == nil {
+	if cc.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir must not be empty"))
+	} else if abs, err := filepath.Abs(cc.DataDir); err == nil {
 		cc.DataDir = abs
 	}
-	setDefault(&cc.ServiceAccountSigningKeyFile, DefaultServiceAccountSigningKeyFile(cc.DataDir))
-	if cc.BindAddress == nil {
-		cc.BindAddress = d.BindAddress
+	pkiDir := filepath.Join(cc.DataDir, pkiDirName)
+	if cc.ServiceAccountSigningKeyFile == "" {
+		cc.ServiceAccountSigningKeyFile = filepath.Join(pkiDir, pki.ServiceAccountKeyName+".key")
 	}
-	if !cc.UseFreePort {
-		setDefault(&cc.SecurePort, d.SecurePort)
+
+	serving := *cc.SecureServing
+	cc.SecureServing = &serving
+	if p := serving.BindPort; p < 0 || p > 65535 {
+		errs = append(errs, fmt.Errorf("--secure-port %d must be between 0 (a free port) and 65535", p))
 	}
-	if cc.SecurePort < 0 || cc.SecurePort > 65535 {
-		errs = append(errs, fmt.Errorf("--secure-port %d must be between 1 and 65535, inclusive", cc.SecurePort))
+	if serving.BindAddress == nil {
+		errs = append(errs, errors.New("--bind-address must be set"))
 	}
-	setDefault(&cc.ClusterDomain, d.ClusterDomain)
-	if cc.Server == nil {
-		cc.Server = d.Server
-	} else {
-		// Complete resolves the advertise address into its own copy.
-		server := *cc.Server
-		cc.Server = &server
+	if serving.ServerCert.CertKey.CertFile == "" && serving.ServerCert.CertKey.KeyFile == "" {
+		cc.servingCert = true
+		serving.ServerCert.CertKey = genericoptions.CertKey{
+			CertFile: filepath.Join(pkiDir, servingPairName+".crt"), KeyFile: filepath.Join(pkiDir, servingPairName+".key")}
 	}
-	errs = append(errs, cc.Server.Validate()...)
-	setDefault(&cc.Authentication, d.Authentication)
-	setDefault(&cc.Authorization, d.Authorization)
-	setDefault(&cc.Admission, d.Admission)
-	setDefault(&cc.Features, d.Features)
-	setDefault(&cc.EventTTL, d.EventTTL)
-	setDefault(&cc.RepairInterval, d.RepairInterval)
-	setDefault(&cc.RepairDeadline, d.RepairDeadline)
-	if cc.Etcd.DisableCompaction {
-		cc.Etcd.CompactionInterval = 0
-	} else {
-		setDefault(&cc.Etcd.CompactionInterval, d.Etcd.CompactionInterval)
-	}
-	setDefault(&cc.Etcd.Prefix, d.Etcd.Prefix)
-	setDefault(&cc.ServiceNodePortRange, d.ServiceNodePortRange)
-	setDefault(&cc.EndpointReconcilerType, d.EndpointReconcilerType)
-	setDefault(&cc.APIServerCount, d.APIServerCount)
-	setDefault(&cc.EndpointLeaseTTL, d.EndpointLeaseTTL)
-	setDefault(&cc.EndpointReconcileInterval, d.EndpointReconcileInterval)
+
+	errs = append(errs, cc.GenericServerRun.Validate()...)
+	errs = append(errs, cc.completeEtcd()...)
+
 	if cc.ServiceClusterIPRange == "" {
 		cc.ServiceClusterIPRange = network.DefaultServiceClusterIPRange
 		cc.warnings = append(cc.warnings, fmt.Sprintf("No CIDR for service cluster IPs specified. Default value which was %s is deprecated and will be removed in future releases. Please specify it using --service-cluster-ip-range on kube-apiserver.", network.DefaultServiceClusterIPRange))
 	}
-	var err error
-	if cc.serviceCIDRs, err = network.ParseServiceCIDRs(cc.ServiceClusterIPRange); err != nil {
+	serviceCIDRs, err := network.ParseServiceCIDRs(cc.ServiceClusterIPRange)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if cc.nodePorts, err = network.ParsePortRange(cc.ServiceNodePortRange); err != nil {
+	nodePorts, err := network.ParsePortRange(cc.ServiceNodePortRange)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, f := range []struct{ flag, path string }{
-		{"--client-ca-file", cc.clientCAFile()},
-		{"--etcd-cafile", cc.Etcd.CAFile}, {"--etcd-certfile", cc.Etcd.CertFile}, {"--etcd-keyfile", cc.Etcd.KeyFile},
-	} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
-		}
-	}
-	if cc.reconciler, err = reconcilers.ParseType(cc.EndpointReconcilerType); err != nil {
+	reconciler, err := reconcilers.ParseType(cc.EndpointReconcilerType)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if cc.APIServerCount < 0 {
+	if cc.APIServerCount <= 0 {
 		errs = append(errs, fmt.Errorf("--apiserver-count %d must be a positive number", cc.APIServerCount))
 	}
 	if cc.EndpointLeaseTTL < time.Second || cc.EndpointReconcileInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--endpoint-lease-ttl %s must be at least 1s and --endpoint-reconciler-interval %s positive", cc.EndpointLeaseTTL, cc.EndpointReconcileInterval))
 	}
-	if p := cc.KubernetesServiceNodePort; p != 0 && (p < 0 || !cc.nodePorts.Contains(p)) && cc.nodePorts.Size > 0 {
-		errs = append(errs, fmt.Errorf("--kubernetes-service-node-port %d must be in --service-node-port-range %s", p, cc.nodePorts))
+	if cc.RepairInterval <= 0 || cc.RepairDeadline <= 0 {
+		errs = append(errs, fmt.Errorf("--service-ip-repair-interval %s and --service-ip-repair-deadline %s must be positive", cc.RepairInterval, cc.RepairDeadline))
 	}
-	errs = append(errs, cc.checkFiles()...)
+	if p := cc.KubernetesServiceNodePort; p != 0 && (p < 0 || !nodePorts.Contains(p)) && nodePorts.Size > 0 {
+		errs = append(errs, fmt.Errorf("--kubernetes-service-node-port %d must be in --service-node-port-range %s", p, nodePorts))
+	}
+	if cc.EventTTL <= 0 {
+		errs = append(errs, fmt.Errorf("--event-ttl %s must be positive", cc.EventTTL))
+	}
+	if cc.ClusterDomain == "" {
+		errs = append(errs, errors.New("the cluster domain must not be empty"))
+	}
+	errs = append(errs, cc.completeAuthentication()...)
+	errs = append(errs, cc.Authorization.Validate()...)
+	errs = append(errs, cc.Admission.Validate()...)
+	errs = append(errs, cc.Features.Validate()...)
+	crds, fileErrs := cc.checkFiles()
+	errs = append(errs, fileErrs...)
+
 	settings := cc.componentSettings()
 	for _, c := range cc.Components {
 		needs, err := c.Complete(settings)
@@ -331,35 +309,130 @@ func (c Config) Complete() (CompletedConfig, error) {
 		}
 		cc.components = append(cc.components, completedComponent{c, needs})
 	}
-	if err := cc.resolveAdvertiseAddress(); err != nil {
+	advertise, err := cc.resolveAdvertiseAddress()
+	if err != nil {
 		errs = append(errs, err)
-	} else if cc.reconciler != reconcilers.None && cc.serviceCIDRs.Primary.IsValid() &&
-		cc.serviceCIDRs.Primary.Addr().Is4() != cc.advertiseAddr.Is4() {
+	} else if reconciler != reconcilers.None && serviceCIDRs.Primary.IsValid() && serviceCIDRs.Primary.Addr().Is4() != advertise.Is4() {
 		// kube-apiserver's message: the kubernetes Service's endpoints
 		// would be of the wrong family.
-		errs = append(errs, fmt.Errorf("service IP family %q must match public address family %q", cc.serviceCIDRs.Primary, cc.advertiseAddr))
+		errs = append(errs, fmt.Errorf("service IP family %q must match public address family %q", serviceCIDRs.Primary, advertise))
 	}
 	if len(errs) > 0 {
 		return CompletedConfig{}, errors.Join(errs...)
 	}
+	cc.apiserver = apiserver.Config{
+		GenericServerRun:             cc.GenericServerRun,
+		SecureServing:                cc.SecureServing,
+		Etcd:                         cc.Etcd,
+		Authentication:               cc.Authentication,
+		ServiceAccountSigningKeyFile: cc.ServiceAccountSigningKeyFile,
+		Authorization:                cc.Authorization,
+		Admission:                    cc.Admission,
+		Features:                     cc.Features,
+		AdvertiseAddress:             advertise,
+		Services: services.Config{CIDRs: serviceCIDRs, NodePorts: nodePorts,
+			RepairInterval: cc.RepairInterval, RepairDeadline: cc.RepairDeadline},
+		KubernetesServiceNodePort: cc.KubernetesServiceNodePort,
+		EndpointReconcilerType:    reconciler,
+		APIServerCount:            cc.APIServerCount,
+		EndpointLeaseTTL:          cc.EndpointLeaseTTL,
+		EndpointReconcileInterval: cc.EndpointReconcileInterval,
+		EventTTL:                  cc.EventTTL,
+		CRDs:                      crds,
+		InProcessUsers:            cc.inProcessUsers(),
+		GarbageCollection:         cc.anyComponent(func(n Needs) bool { return n.GarbageCollector }),
+		NamespaceController:       !cc.anyComponent(func(n Needs) bool { return n.NamespaceController }),
+	}
 	return CompletedConfig{cc}, nil
+}
+
+// requireGroups refuses a Config whose option groups were not set (by
+// NewConfig).
+func (c *Config) requireGroups() error {
+	for _, g := range []struct {
+		name string
+		set  bool
+	}{
+		{"GenericServerRun", c.GenericServerRun != nil}, {"SecureServing", c.SecureServing != nil}, {"Etcd", c.Etcd != nil},
+		{"Authentication", c.Authentication != nil}, {"Authorization", c.Authorization != nil},
+		{"Admission", c.Admission != nil}, {"Features", c.Features != nil},
+	} {
+		if !g.set {
+			return fmt.Errorf("controlplane: Config.%s is not set: start from NewConfig", g.name)
+		}
+	}
+	return nil
+}
+
+// completeEtcd checks the etcd group: embedded etcd unless --etcd-servers
+// names a cluster, whose TLS files must exist.
+func (cc *completedConfig) completeEtcd() []error {
+	var errs []error
+	t := cc.Etcd.StorageConfig.Transport
+	if len(t.ServerList) == 0 && (t.TrustedCAFile != "" || t.CertFile != "" || t.KeyFile != "") {
+		errs = append(errs, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers"))
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile must be set together"))
+	}
+	for _, f := range []struct{ flag, path string }{
+		{"--etcd-cafile", t.TrustedCAFile}, {"--etcd-certfile", t.CertFile}, {"--etcd-keyfile", t.KeyFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
+		}
+	}
+	if cc.Etcd.StorageConfig.Prefix == "" {
+		errs = append(errs, errors.New("--etcd-prefix must not be empty"))
+	}
+	if cc.Etcd.StorageConfig.CompactionInterval < 0 {
+		errs = append(errs, fmt.Errorf("--etcd-compaction-interval %s must not be negative", cc.Etcd.StorageConfig.CompactionInterval))
+	}
+	return errs
+}
+
+// completeAuthentication resolves the service account issuer (from the
+// cluster domain) and verification keys (the signing key) in a copy of
+// the authentication group, and checks it.
+func (cc *completedConfig) completeAuthentication() []error {
+	authn := *cc.Authentication
+	cc.Authentication = &authn
+	if authn.ServiceAccounts != nil {
+		sa := *authn.ServiceAccounts
+		authn.ServiceAccounts = &sa
+		if len(sa.Issuers) == 0 {
+			sa.Issuers = []string{"https://kubernetes.default.svc." + cc.ClusterDomain}
+		}
+		if len(sa.KeyFiles) == 0 {
+			sa.KeyFiles = []string{cc.ServiceAccountSigningKeyFile}
+		}
+	}
+	if authn.ClientCert != nil {
+		clientCert := *authn.ClientCert
+		authn.ClientCert = &clientCert
+	}
+	return authn.Validate()
 }
 
 // checkFiles reads, without writing, what the server will use from disk:
 // the data directory (its certificates and etcd data must be usable, so a
 // foreign or damaged directory is refused before anything is touched), the
-// token file, the client CA bundle and the CRD manifests.
-func (cc *completedConfig) checkFiles() []error {
+// token file, the client CA bundle and the CRD manifests, which it
+// returns (CRDDir's, then Config.CRDs).
+func (cc *completedConfig) checkFiles() ([]crdinstall.CRD, []error) {
 	var errs []error
 	if fi, err := os.Stat(cc.DataDir); err == nil && !fi.IsDir() {
-		return append(errs, fmt.Errorf("--data-dir %s is not a directory", cc.DataDir))
+		return nil, append(errs, fmt.Errorf("--data-dir %s is not a directory", cc.DataDir))
 	} else if err != nil && !os.IsNotExist(err) {
-		return append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
+		return nil, append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
 	}
 	if err := pki.Check(filepath.Join(cc.DataDir, pkiDirName)); err != nil {
 		errs = append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
 	}
-	if len(cc.Etcd.Servers) == 0 {
+	if cc.embeddedEtcd() {
 		if err := etcd.CheckDataDir(filepath.Join(cc.DataDir, "etcd")); err != nil {
 			errs = append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
 		}
@@ -369,32 +442,38 @@ func (cc *completedConfig) checkFiles() []error {
 			errs = append(errs, fmt.Errorf("--token-auth-file %s: %w", f, err))
 		}
 	}
+	var crds []crdinstall.CRD
 	if cc.CRDDir != "" {
 		var err error
 		if info, statErr := os.Stat(cc.CRDDir); statErr == nil && !info.IsDir() {
 			errs = append(errs, fmt.Errorf("--crd-dir %s: not a directory", cc.CRDDir))
-		} else if cc.crds, err = crdinstall.Load(cc.CRDDir); err != nil {
+		} else if crds, err = crdinstall.Load(cc.CRDDir); err != nil {
 			errs = append(errs, fmt.Errorf("--crd-dir %s: %w", cc.CRDDir, err))
 		}
 		// The server's refusals name the flag too.
-		for i := range cc.crds {
-			cc.crds[i].Source = "--crd-dir: " + cc.crds[i].Source
+		for i := range crds {
+			crds[i].Source = "--crd-dir: " + crds[i].Source
 		}
 	}
-	cc.crds = append(cc.crds, cc.CRDs...)
+	crds = append(crds, cc.CRDs...)
 	if f := cc.clientCAFile(); f != "" {
-		if data, err := os.ReadFile(f); err == nil {
-			if _, err := pki.ParseCertificates(f, data); err != nil {
-				errs = append(errs, fmt.Errorf("--client-ca-file: %w", err))
-			}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--client-ca-file: %w", err))
+		} else if _, err := pki.ParseCertificates(f, data); err != nil {
+			errs = append(errs, fmt.Errorf("--client-ca-file: %w", err))
 		}
 	}
-	return errs
+	return crds, errs
 }
+
+// embeddedEtcd reports whether etcd runs in the process (no
+// --etcd-servers).
+func (c *Config) embeddedEtcd() bool { return len(c.Etcd.StorageConfig.Transport.ServerList) == 0 }
 
 // clientCAFile is --client-ca-file, if set.
 func (c *Config) clientCAFile() string {
-	if c.Authentication == nil || c.Authentication.ClientCert == nil {
+	if c.Authentication.ClientCert == nil {
 		return ""
 	}
 	return c.Authentication.ClientCert.ClientCA
@@ -402,34 +481,32 @@ func (c *Config) clientCAFile() string {
 
 // tokenAuthFile is --token-auth-file, if set.
 func (c *Config) tokenAuthFile() string {
-	if c.Authentication == nil || c.Authentication.TokenFile == nil {
+	if c.Authentication.TokenFile == nil {
 		return ""
 	}
 	return c.Authentication.TokenFile.TokenFile
 }
 
-// setDefault sets *field to def if it is the zero value.
-func setDefault[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
-}
-
-func (cc *completedConfig) resolveAdvertiseAddress() error {
-	ip := cc.Server.AdvertiseAddress
+// resolveAdvertiseAddress resolves --advertise-address in a copy of the
+// generic server group: if unset, the bind address if it is a specific
+// address, else the host's default-route interface's.
+func (cc *completedConfig) resolveAdvertiseAddress() (netip.Addr, error) {
+	run := *cc.GenericServerRun
+	cc.GenericServerRun = &run
+	ip := run.AdvertiseAddress
 	if ip == nil {
 		var err error
-		ip, err = utilnet.ResolveBindAddress(cc.BindAddress)
+		ip, err = utilnet.ResolveBindAddress(cc.SecureServing.BindAddress)
 		if err != nil || ip == nil || ip.IsUnspecified() {
-			return fmt.Errorf("unable to find a suitable network address: no default route (%v); set --advertise-address explicitly", err)
+			return netip.Addr{}, fmt.Errorf("unable to find a suitable network address: no default route (%v); set --advertise-address explicitly", err)
 		}
+	} else if ip.IsUnspecified() || ip.IsLoopback() {
+		return netip.Addr{}, fmt.Errorf("--advertise-address %s must be a specific, non-loopback address", ip)
 	}
 	addr, ok := netip.AddrFromSlice(ip)
 	if !ok || addr.IsUnspecified() {
-		return fmt.Errorf("--advertise-address %q must be a specific IP address", ip)
+		return netip.Addr{}, fmt.Errorf("--advertise-address %q must be a specific IP address", ip)
 	}
-	cc.advertiseAddr = addr.Unmap()
-	cc.Server.AdvertiseAddress = ip
-	return nil
+	run.AdvertiseAddress = net.IP(addr.Unmap().AsSlice())
+	return addr.Unmap(), nil
 }

@@ -17,12 +17,11 @@ func testConfig(t *testing.T) controlplane.CompletedConfig {
 // by edit if not nil.
 func testConfigIn(t *testing.T, dataDir string, edit func(*controlplane.Config)) controlplane.CompletedConfig {
 	t.Helper()
-	server := controlplane.NewServerRunOptions()
-	server.AdvertiseAddress = net.IPv4(192, 0, 2, 1)
-	c := controlplane.Config{
-		DataDir: dataDir, BindAddress: net.IPv4(127, 0, 0, 1), UseFreePort: true,
-		Server: server, ServiceClusterIPRange: "10.0.0.0/24",
-	}
+	c := controlplane.NewConfig()
+	c.DataDir = dataDir
+	c.SecureServing.BindAddress, c.SecureServing.BindPort = net.IPv4(127, 0, 0, 1), 0
+	c.GenericServerRun.AdvertiseAddress = net.IPv4(192, 0, 2, 1)
+	c.ServiceClusterIPRange = "10.0.0.0/24"
 	if edit != nil {
 		edit(&c)
 	}

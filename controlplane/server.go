@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -80,13 +80,10 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	port := cfg.SecurePort
-	if cfg.UseFreePort {
-		port = 0
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress.String(), strconv.Itoa(port)))
+	serving := cfg.SecureServing
+	l, err := net.Listen("tcp", net.JoinHostPort(serving.BindAddress.String(), strconv.Itoa(serving.BindPort)))
 	if err != nil {
-		return nil, fmt.Errorf("--secure-port %d on --bind-address %s: %w", port, cfg.BindAddress, err)
+		return nil, fmt.Errorf("--secure-port %d on --bind-address %s: %w", serving.BindPort, serving.BindAddress, err)
 	}
 	s.listener = newClosingListener(l)
 	certs, err := ensureCertificates(cfg, s.listener.Addr().(*net.TCPAddr).Port)
@@ -101,10 +98,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if cfg.anyComponent(func(n Needs) bool { return n.SharedObjects }) {
 		s.sharedObjects = sharedobjects.New()
 	}
-	s.api, err = apiserver.New(apiserver.Config{
+	s.api, err = apiserver.New(cfg.apiserver, apiserver.Resources{
 		Listener:     s.listener,
-		ServingCert:  certs.serving.CertPEM,
-		ServingKey:   certs.serving.KeyPEM,
 		ClientCA:     certs.clientCA,
 		LoopbackCert: certs.loopback.CertPEM,
 		LoopbackKey:  certs.loopback.KeyPEM,
@@ -117,35 +112,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		KubeletClientCertFile: certs.kubeletClientCert,
 		KubeletClientKeyFile:  certs.kubeletClientKey,
 
-		Authentication:               cfg.Authentication,
-		ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
-		Authorization:                cfg.Authorization,
-		Admission:                    cfg.Admission,
-		Features:                     cfg.Features,
-		PublicAddress:                cfg.advertiseAddr,
-		Etcd:                         etcdClient,
-		EtcdPrefix:                   cfg.Etcd.Prefix,
-
-		EtcdCompactionInterval: cfg.Etcd.CompactionInterval,
-		EnableWatchCache:       !cfg.DisableWatchCache,
-		EventTTL:               cfg.EventTTL,
-		ServerRun:              cfg.Server,
-		ServiceCIDRs:           cfg.serviceCIDRs,
-		NodePorts:              cfg.nodePorts,
-
-		KubernetesServiceNodePort: cfg.KubernetesServiceNodePort,
-		EndpointReconcilerType:    cfg.reconciler,
-		APIServerCount:            cfg.APIServerCount,
-		EndpointLeaseTTL:          cfg.EndpointLeaseTTL,
-		EndpointReconcileInterval: cfg.EndpointReconcileInterval,
-		RepairInterval:            cfg.RepairInterval,
-		RepairDeadline:            cfg.RepairDeadline,
-		CRDs:                      cfg.crds,
-
-		InProcessUsers:      cfg.inProcessUsers(),
-		GarbageCollection:   cfg.anyComponent(func(n Needs) bool { return n.GarbageCollector }),
-		NamespaceController: !cfg.anyComponent(func(n Needs) bool { return n.NamespaceController }),
-		SharedObjects:       s.sharedObjects,
+		Etcd:          etcdClient,
+		SharedObjects: s.sharedObjects,
 	})
 	if err != nil {
 		return nil, err
@@ -154,10 +122,10 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 }
 
 // dialEtcd connects to an external etcd cluster and checks it answers.
-func dialEtcd(ctx context.Context, c EtcdConfig) (*clientv3.Client, error) {
-	tlsInfo := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.CAFile}
-	cc := clientv3.Config{Endpoints: c.Servers, DialTimeout: 20 * time.Second, Logger: quietEtcdClientLogger()}
-	if c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" {
+func dialEtcd(ctx context.Context, c storagebackend.TransportConfig) (*clientv3.Client, error) {
+	tlsInfo := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.TrustedCAFile}
+	cc := clientv3.Config{Endpoints: c.ServerList, DialTimeout: 20 * time.Second, Logger: quietEtcdClientLogger()}
+	if c.CertFile != "" || c.KeyFile != "" || c.TrustedCAFile != "" {
 		tc, err := tlsInfo.ClientConfig()
 		if err != nil {
 			return nil, fmt.Errorf("--etcd-cafile/--etcd-certfile/--etcd-keyfile: %w", err)
@@ -166,13 +134,13 @@ func dialEtcd(ctx context.Context, c EtcdConfig) (*clientv3.Client, error) {
 	}
 	cli, err := clientv3.New(cc)
 	if err != nil {
-		return nil, fmt.Errorf("--etcd-servers %v: %w", c.Servers, err)
+		return nil, fmt.Errorf("--etcd-servers %v: %w", c.ServerList, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if _, err := cli.Get(pctx, "health"); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("--etcd-servers %v: etcd does not answer: %w", c.Servers, err)
+		return nil, fmt.Errorf("--etcd-servers %v: etcd does not answer: %w", c.ServerList, err)
 	}
 	return cli, nil
 }
@@ -234,7 +202,7 @@ var resetKeeps = []string{
 // Checkpoint records every object the server stores now; Reset returns
 // the stored objects to it.
 func (s *Server) Checkpoint(ctx context.Context) error {
-	cp, err := etcdstore.NewCheckpoint(ctx, s.etcdCli, s.cfg.Etcd.Prefix, resetKeeps...)
+	cp, err := etcdstore.NewCheckpoint(ctx, s.etcdCli, s.cfg.Etcd.StorageConfig.Prefix, resetKeeps...)
 	if err != nil {
 		return err
 	}
@@ -385,28 +353,10 @@ func waitComponents(logger klog.Logger, done <-chan struct{}) {
 // systemd, when it started us, that we are ready.
 func (s *Server) watchReady(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	client, err := rest.HTTPClientFor(s.api.Loopback)
-	if err != nil {
-		logger.Error(err, "Building the readiness client")
+	select {
+	case <-s.api.Ready():
+	case <-ctx.Done():
 		return
-	}
-	ticker := time.NewTicker(20 * time.Millisecond)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.api.Loopback.Host+"/readyz", nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			break
-		}
 	}
 	close(s.ready)
 	logger.Info("kubeboot apiserver is ready", "url", s.url, "kubeconfig", s.AdminKubeconfig())
@@ -428,7 +378,7 @@ func (s *Server) watchPublished(ctx context.Context) {
 		if _, err := client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, reconcilers.ServiceName, metav1.GetOptions{}); err != nil {
 			return false
 		}
-		if s.cfg.reconciler == reconcilers.None {
+		if s.cfg.apiserver.EndpointReconcilerType == reconcilers.None {
 			return true
 		}
 		slice, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Get(ctx, reconcilers.ServiceName, metav1.GetOptions{})
@@ -436,7 +386,7 @@ func (s *Server) watchPublished(ctx context.Context) {
 			return false
 		}
 		return slices.ContainsFunc(slice.Endpoints, func(e discoveryv1.Endpoint) bool {
-			return slices.Contains(e.Addresses, s.cfg.advertiseAddr.String())
+			return slices.Contains(e.Addresses, s.cfg.apiserver.AdvertiseAddress.String())
 		})
 	}
 	// Fast at first (tests wait on it), slower if the bootstrap controller
@@ -461,8 +411,8 @@ func (s *Server) startEtcd(ctx context.Context) func() (*clientv3.Client, error)
 	var err error
 	go func() {
 		defer close(s.etcdStarted)
-		if len(s.cfg.Etcd.Servers) > 0 {
-			s.etcdCli, err = dialEtcd(ctx, s.cfg.Etcd)
+		if !s.cfg.embeddedEtcd() {
+			s.etcdCli, err = dialEtcd(ctx, s.cfg.Etcd.StorageConfig.Transport)
 			return
 		}
 		var member *etcd.Server

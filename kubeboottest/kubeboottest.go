@@ -133,21 +133,19 @@ func StartServer(opts Options) (_ *Server, err error) {
 			}
 		}()
 	}
-	cfg := controlplane.Config{
-		DataDir:     opts.DataDir,
-		BindAddress: opts.BindAddress,
-		UseFreePort: true,
-		Server:      controlplane.NewServerRunOptions(),
-		Etcd:        controlplane.EtcdConfig{Servers: opts.EtcdServers},
-		CRDDir:      opts.CRDDir,
-		// A test server's own range, so the default's deprecation warning
-		// does not show up in every test log.
-		ServiceClusterIPRange: "10.0.0.0/24",
+	cfg := controlplane.NewConfig()
+	cfg.DataDir = opts.DataDir
+	cfg.SecureServing.BindAddress = opts.BindAddress
+	if cfg.SecureServing.BindAddress == nil {
+		cfg.SecureServing.BindAddress = net.IPv4(127, 0, 0, 1)
 	}
-	cfg.Server.AdvertiseAddress = opts.AdvertiseAddress
-	if cfg.BindAddress == nil {
-		cfg.BindAddress = net.IPv4(127, 0, 0, 1)
-	}
+	cfg.SecureServing.BindPort = 0 // a free port
+	cfg.GenericServerRun.AdvertiseAddress = opts.AdvertiseAddress
+	cfg.Etcd.StorageConfig.Transport.ServerList = opts.EtcdServers
+	cfg.CRDDir = opts.CRDDir
+	// A test server's own range, so the default's deprecation warning
+	// does not show up in every test log.
+	cfg.ServiceClusterIPRange = "10.0.0.0/24"
 	if len(opts.Controllers) > 0 {
 		cm, err := kubecontrollermanager.NewOptions()
 		if err != nil {

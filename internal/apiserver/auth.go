@@ -34,10 +34,6 @@ import (
 	"k8s.io/kubernetes/pkg/serviceaccount"
 )
 
-// DefaultServiceAccountIssuer is the issuer of service account tokens when
-// none is configured (--service-account-issuer), as kubeadm sets it.
-const DefaultServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
-
 // anonymousPaths are the only paths an unauthenticated request may reach
 // unless anonymous authentication is switched on: what kube-apiserver's
 // default RBAC lets system:unauthenticated read anyway
@@ -48,27 +44,10 @@ var anonymousPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
 // kube-apiserver's option group with client certificates, a token file,
 // service account tokens (with lookup) and bootstrap tokens
 // (--enable-bootstrap-token-auth, off by default as in kube-apiserver).
+// The service account issuer and verification keys are left for the
+// control plane to resolve (from the cluster domain and the signing key).
 func NewAuthenticationOptions() *kubeoptions.BuiltInAuthenticationOptions {
-	o := kubeoptions.NewBuiltInAuthenticationOptions().WithClientCert().WithTokenFile().WithServiceAccounts().WithBootstrapToken()
-	o.ServiceAccounts.Issuers = []string{DefaultServiceAccountIssuer}
-	return o
-}
-
-// authenticationOptions is a copy of o with kubeboot's service account
-// defaults filled in later by newServiceAccountTokens; the caller's options
-// are not modified.
-func authenticationOptions(o *kubeoptions.BuiltInAuthenticationOptions) *kubeoptions.BuiltInAuthenticationOptions {
-	c := *o
-	if c.ServiceAccounts == nil {
-		c.ServiceAccounts = NewAuthenticationOptions().ServiceAccounts
-	}
-	sa := *c.ServiceAccounts
-	c.ServiceAccounts = &sa
-	if c.ClientCert != nil {
-		cc := *c.ClientCert
-		c.ClientCert = &cc
-	}
-	return &c
+	return kubeoptions.NewBuiltInAuthenticationOptions().WithClientCert().WithTokenFile().WithServiceAccounts().WithBootstrapToken()
 }
 
 // serviceAccountTokens issues and verifies service account tokens.
@@ -85,17 +64,11 @@ type serviceAccountTokens struct {
 	publicKeys            serviceaccount.PublicKeysGetter
 }
 
-// newServiceAccountTokens fills in o's defaults (issuer, and the signing
-// key as the verification key) and loads the keys.
+// newServiceAccountTokens loads the keys o (issuers and verification
+// keys resolved) and signingKeyFile name.
 func newServiceAccountTokens(o *kubeoptions.ServiceAccountAuthenticationOptions, signingKeyFile string) (*serviceAccountTokens, error) {
-	if signingKeyFile == "" {
-		return nil, errors.New("a service account signing key file is required")
-	}
-	if len(o.Issuers) == 0 {
-		o.Issuers = []string{DefaultServiceAccountIssuer}
-	}
-	if len(o.KeyFiles) == 0 {
-		o.KeyFiles = []string{signingKeyFile}
+	if signingKeyFile == "" || len(o.Issuers) == 0 {
+		return nil, errors.New("a service account signing key file and issuer are required")
 	}
 	key, err := keyutil.PrivateKeyFromFile(signingKeyFile)
 	if err != nil {
@@ -122,21 +95,21 @@ func newServiceAccountTokens(o *kubeoptions.ServiceAccountAuthenticationOptions,
 		publicKeys: getter}, nil
 }
 
-// applyAuthentication sets up the authenticators o describes (from
-// authenticationOptions), client certificates signed by clientCA (when
-// set; it holds the generated CA and --client-ca-file's), and anonymous
-// requests on anonymousPaths only. With o's defaults: service account
-// tokens are looked up, so a deleted account's tokens stop working.
-func applyAuthentication(gc *genericapiserver.Config, o *kubeoptions.BuiltInAuthenticationOptions, clientCA []byte, client kubernetes.Interface, factory informers.SharedInformerFactory) error {
+// applyAuthentication sets up the authenticators o describes (it is not
+// modified), client certificates signed by clientCA (when set; it holds
+// the generated CA and --client-ca-file's), and anonymous requests on
+// anonymousPaths only. With o's defaults: service account tokens are
+// looked up, so a deleted account's tokens stop working.
+func applyAuthentication(gc *genericapiserver.Config, group *kubeoptions.BuiltInAuthenticationOptions, clientCA []byte, client kubernetes.Interface, factory informers.SharedInformerFactory) error {
+	o := *group
 	if o.ClientCert != nil && len(clientCA) > 0 {
+		clientCert := *o.ClientCert
+		o.ClientCert = &clientCert
 		ca, err := dynamiccertificates.NewStaticCAContent("client-ca", clientCA)
 		if err != nil {
 			return fmt.Errorf("client CA: %w", err)
 		}
 		o.ClientCert.CAContentProvider = ca
-	}
-	if err := errors.Join(o.Validate()...); err != nil {
-		return err
 	}
 	if err := o.ApplyTo(context.Background(), &gc.Authentication, gc.SecureServing, nil, gc.OpenAPIConfig, gc.OpenAPIV3Config,
 		client, factory, gc.APIServerID); err != nil {
@@ -217,9 +190,6 @@ func NewAuthorizationOptions() *kubeoptions.BuiltInAuthorizationOptions {
 
 // applyAuthorization builds the authorizer and rule resolver o describes.
 func applyAuthorization(gc *genericapiserver.Config, o *kubeoptions.BuiltInAuthorizationOptions, factory informers.SharedInformerFactory) error {
-	if err := errors.Join(o.Validate()...); err != nil {
-		return err
-	}
 	c, err := o.ToAuthorizationConfig(factory)
 	if err != nil {
 		return fmt.Errorf("authorization: %w", err)
@@ -234,9 +204,6 @@ func applyAuthorization(gc *genericapiserver.Config, o *kubeoptions.BuiltInAutho
 // applyAdmission builds the admission chain o describes.
 func applyAdmission(gc *genericapiserver.Config, o *kubeoptions.AdmissionOptions, client kubernetes.Interface, factory informers.SharedInformerFactory,
 	resources serverstorage.APIResourceConfigSource, proxyTransport *http.Transport, resolver webhook.ServiceResolver) error {
-	if err := errors.Join(o.Validate()...); err != nil {
-		return err
-	}
 	generic, err := (&controlplaneadmission.Config{
 		ExternalInformers:    factory,
 		LoopbackClientConfig: gc.LoopbackClientConfig,
@@ -261,7 +228,7 @@ func applyAdmission(gc *genericapiserver.Config, o *kubeoptions.AdmissionOptions
 
 // clusterAuthenticationInfo is what the cluster-authentication-info
 // controller publishes in kube-system/extension-apiserver-authentication.
-func clusterAuthenticationInfo(cfg Config) (clusterauthenticationtrust.ClusterAuthenticationInfo, error) {
+func clusterAuthenticationInfo(cfg Resources) (clusterauthenticationtrust.ClusterAuthenticationInfo, error) {
 	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", cfg.ClientCA)
 	if err != nil {
 		return clusterauthenticationtrust.ClusterAuthenticationInfo{}, fmt.Errorf("client CA: %w", err)

@@ -57,22 +57,22 @@ type hook struct {
 // the bootstrap controller's stop as a pre-shutdown hook. A hook returns
 // once its controller's first pass succeeded, so /readyz fails until then;
 // a hook error ends the process.
-func (s *Server) addHooks(cfg Config) error {
+func (s *Server) addHooks(cfg Config, listener net.Listener) error {
 	reconciler, err := s.newReconciler(cfg)
 	if err != nil {
 		return err
 	}
-	_, portStr, _ := net.SplitHostPort(cfg.Listener.Addr().String())
+	_, portStr, _ := net.SplitHostPort(listener.Addr().String())
 	port, _ := strconv.Atoi(portStr)
 	bootstrap := kubernetesservice.New(kubernetesservice.Config{
-		PublicIP:   cfg.PublicAddress,
-		ServiceIP:  cfg.ServiceCIDRs.KubernetesServiceIP(),
+		PublicIP:   cfg.AdvertiseAddress,
+		ServiceIP:  cfg.Services.CIDRs.KubernetesServiceIP(),
 		SecurePort: int32(port),
 		NodePort:   int32(cfg.KubernetesServiceNodePort),
 		Interval:   cfg.EndpointReconcileInterval,
 		Ready:      s.ready,
 	}, s.Client, reconciler, s.recorder)
-	cidr := defaultservicecidr.New(s.Client, cfg.ServiceCIDRs.All(), s.recorder, 0)
+	cidr := defaultservicecidr.New(s.Client, cfg.Services.CIDRs.All(), s.recorder, 0)
 	hooks := []hook{
 		// In kube-apiserver's order, which /readyz?verbose lists.
 		{hookBootstrap, func(hc genericapiserver.PostStartHookContext) error {
@@ -217,9 +217,17 @@ func (s *Server) newReconciler(cfg Config) (reconcilers.EndpointReconciler, erro
 	return nil, fmt.Errorf("unknown endpoint reconciler type %q", cfg.EndpointReconcilerType)
 }
 
-// ready reports whether this server's /readyz answers 200.
-func (s *Server) ready(ctx context.Context) bool {
-	return s.readyExcept(ctx)
+// Ready is closed once this server's /readyz first answers 200.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// watchReady closes s.ready once this server's /readyz answers 200,
+// unless ctx is done first.
+func (s *Server) watchReady(ctx context.Context) {
+	if wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		return s.readyExcept(ctx), nil
+	}) == nil {
+		close(s.ready)
+	}
 }
 
 // readyExcept reports whether this server's /readyz, without the named

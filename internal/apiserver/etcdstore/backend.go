@@ -45,6 +45,9 @@ type Config struct {
 	// foreground and orphan propagation with finalizers a garbage
 	// collector removes.
 	GarbageCollection bool
+	// DeleteCollectionWorkers is how many deletes a deletecollection runs
+	// at once (--delete-collection-workers). Default: 1.
+	DeleteCollectionWorkers int
 	// CompactionInterval is how often old revisions are compacted away;
 	// 0 disables compaction. kube-apiserver's default is 5 minutes.
 	CompactionInterval time.Duration
@@ -124,6 +127,9 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
+	if cfg.DeleteCollectionWorkers == 0 {
+		cfg.DeleteCollectionWorkers = 1
+	}
 	kc := &kubernetes.Client{Client: cfg.Client}
 	kc.Kubernetes = kc
 	if len(cfg.Client.Endpoints()) == 0 {
@@ -152,7 +158,7 @@ func (b *Backend) GetRESTOptions(gr schema.GroupResource, example runtime.Object
 		StorageConfig:             config,
 		Decorator:                 b.decorator(!uncachedResources[gr] && b.cfg.EnableWatchCache),
 		EnableGarbageCollection:   b.cfg.GarbageCollection,
-		DeleteCollectionWorkers:   1,
+		DeleteCollectionWorkers:   b.cfg.DeleteCollectionWorkers,
 		ResourcePrefix:            prefix,
 		CountMetricPollPeriod:     b.cfg.CountMetricPollPeriod,
 		StorageObjectCountTracker: b.cfg.ObjectCountTracker,

@@ -21,13 +21,13 @@ import (
 // server` has under their own names: what users of a small cluster tune.
 // The rest go through --controller-manager-arg. The leader election flags
 // are the scheduler's too (sharedLeaderElectionFlags).
-var controllerManagerFlags = []string{
-	"controllers", "leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
-	"allocate-node-cidrs", "cluster-cidr", "node-cidr-mask-size", "node-cidr-mask-size-ipv4", "node-cidr-mask-size-ipv6",
-	"cluster-name", "use-service-account-credentials",
-	"node-monitor-grace-period", "node-startup-grace-period", "terminated-pod-gc-threshold",
-	"root-ca-file", "service-account-private-key-file",
-	"cluster-signing-cert-file", "cluster-signing-key-file", "cluster-signing-duration",
+var controllerManagerFlags = []groupFlag{
+	{"controllers", ""}, {"leader-elect", ""}, {"leader-elect-lease-duration", ""}, {"leader-elect-renew-deadline", ""}, {"leader-elect-retry-period", ""},
+	{"allocate-node-cidrs", ""}, {"cluster-cidr", ""}, {"node-cidr-mask-size", ""}, {"node-cidr-mask-size-ipv4", ""}, {"node-cidr-mask-size-ipv6", ""},
+	{"cluster-name", ""}, {"use-service-account-credentials", ""},
+	{"node-monitor-grace-period", ""}, {"node-startup-grace-period", ""}, {"terminated-pod-gc-threshold", ""},
+	{"root-ca-file", ""}, {"service-account-private-key-file", ""},
+	{"cluster-signing-cert-file", ""}, {"cluster-signing-key-file", ""}, {"cluster-signing-duration", ""},
 }
 
 // notForwarded are the components' flag groups --controller-manager-arg
@@ -92,11 +92,7 @@ func flagSet(name string, sets map[string]*pflag.FlagSet) *pflag.FlagSet {
 func (o *Server) AddFlags(fs *pflag.FlagSet) {
 	o.flags = fs
 	o.APIServer.AddFlags(fs)
-	for _, name := range controllerManagerFlags {
-		f := *o.controllerManagerFlags.Lookup(name)
-		f.Usage = "kube-controller-manager: " + f.Usage
-		fs.AddFlag(&f)
-	}
+	addFlagsOf(fs, o.controllerManagerFlags, controllerManagerFlags, "kube-controller-manager: ")
 	fs.StringVar(&o.Scheduler.ConfigFile, "scheduler-config", o.Scheduler.ConfigFile,
 		"kube-scheduler's --config: the path to its configuration file (KubeSchedulerConfiguration).")
 	o.SimulatedNodes.AddFlags(fs)

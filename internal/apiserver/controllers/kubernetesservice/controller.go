@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -39,8 +38,8 @@ type Config struct {
 	NodePort int32
 	// Interval is how often the Service and endpoints are reconciled.
 	Interval time.Duration
-	// Ready reports whether this apiserver's /readyz is 200.
-	Ready func(ctx context.Context) bool
+	// Ready is closed once this apiserver's /readyz is 200.
+	Ready <-chan struct{}
 }
 
 // Controller runs the bootstrap loop.
@@ -86,9 +85,9 @@ func (c *Controller) run(ctx context.Context) {
 	defer close(c.done)
 	logger := klog.FromContext(ctx)
 	// Publish only a server that answers.
-	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		return c.cfg.Ready(ctx), nil
-	}); err != nil {
+	select {
+	case <-c.cfg.Ready:
+	case <-ctx.Done():
 		return
 	}
 	first := true

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +75,13 @@ const (
 	securePort = 16443
 )
 
+// ready is a server that is ready at once.
+var ready = func() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 func config(nodePort int32) kubernetesservice.Config {
 	return kubernetesservice.Config{
 		PublicIP:   netip.MustParseAddr(publicIP),
@@ -83,7 +89,7 @@ func config(nodePort int32) kubernetesservice.Config {
 		SecurePort: securePort,
 		NodePort:   nodePort,
 		Interval:   100 * time.Millisecond,
-		Ready:      func(context.Context) bool { return true },
+		Ready:      ready,
 	}
 }
 
@@ -372,13 +378,9 @@ func TestStartWaitsForReadyAndStopRemoves(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var ready atomic.Bool
-	var readyCalls atomic.Int32
+	becomesReady := make(chan struct{})
 	cfg := config(0)
-	cfg.Ready = func(context.Context) bool {
-		readyCalls.Add(1)
-		return ready.Load()
-	}
+	cfg.Ready = becomesReady
 	c := kubernetesservice.New(cfg, client, reconcilers.NewMasterCount(client, 2), recorder)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -393,7 +395,8 @@ func TestStartWaitsForReadyAndStopRemoves(t *testing.T) {
 		t.Errorf("after Start, endpoints = %v; want the stale own address removed", ips)
 	}
 
-	eventually(t, 5*time.Second, "Ready to be polled three times", func() bool { return readyCalls.Load() >= 3 })
+	// Time for a controller that would not wait to publish itself.
+	time.Sleep(3 * cfg.Interval)
 	if ips := endpointIPs(t); slices.Contains(ips, publicIP) {
 		t.Errorf("published while not ready: %v", ips)
 	}
@@ -401,7 +404,7 @@ func TestStartWaitsForReadyAndStopRemoves(t *testing.T) {
 		t.Errorf("Service written while not ready")
 	}
 
-	ready.Store(true)
+	close(becomesReady)
 	eventually(t, 5*time.Second, "publication once ready", func() bool {
 		return slices.Contains(endpointIPs(t), publicIP)
 	})

@@ -1,0 +1,148 @@
+package controlplane
+
+import (
+	"net"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestComplete checks what Complete resolves from the settings, each in
+// one place, and the settings it refuses, each naming its flag.
+func TestComplete(t *testing.T) {
+	dir := t.TempDir()
+	base := func() Config {
+		c := NewConfig()
+		c.DataDir = dir
+		c.SecureServing.BindAddress = net.IPv4(127, 0, 0, 1)
+		c.GenericServerRun.AdvertiseAddress = net.IPv4(192, 0, 2, 1)
+		return c
+	}
+	pkiDir := filepath.Join(dir, "pki")
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		check   func(*testing.T, *completedConfig)
+		wantErr string
+	}{
+		{name: "the data dir is made absolute",
+			edit: func(c *Config) { c.DataDir = "relative/dir" },
+			check: func(t *testing.T, cc *completedConfig) {
+				if !filepath.IsAbs(cc.DataDir) || !strings.HasSuffix(cc.DataDir, "relative/dir") {
+					t.Errorf("data dir %q", cc.DataDir)
+				}
+			}},
+		{name: "the service account signing key and verification key default to pki/sa.key",
+			check: func(t *testing.T, cc *completedConfig) {
+				want := filepath.Join(pkiDir, "sa.key")
+				if cc.ServiceAccountSigningKeyFile != want || !slices.Equal(cc.Authentication.ServiceAccounts.KeyFiles, []string{want}) {
+					t.Errorf("signing key %q, verification keys %v, want %q", cc.ServiceAccountSigningKeyFile, cc.Authentication.ServiceAccounts.KeyFiles, want)
+				}
+			}},
+		{name: "the service account issuer follows the cluster domain",
+			edit: func(c *Config) { c.ClusterDomain = "example.org" },
+			check: func(t *testing.T, cc *completedConfig) {
+				if got := cc.Authentication.ServiceAccounts.Issuers; !slices.Equal(got, []string{"https://kubernetes.default.svc.example.org"}) {
+					t.Errorf("issuers %v", got)
+				}
+			}},
+		{name: "a given issuer is kept",
+			edit: func(c *Config) { c.Authentication.ServiceAccounts.Issuers = []string{"https://issuer.example"} },
+			check: func(t *testing.T, cc *completedConfig) {
+				if got := cc.Authentication.ServiceAccounts.Issuers; !slices.Equal(got, []string{"https://issuer.example"}) {
+					t.Errorf("issuers %v", got)
+				}
+			}},
+		{name: "the serving certificate is generated in pki",
+			check: func(t *testing.T, cc *completedConfig) {
+				ck := cc.SecureServing.ServerCert.CertKey
+				if !cc.servingCert || ck.CertFile != filepath.Join(pkiDir, "apiserver.crt") || ck.KeyFile != filepath.Join(pkiDir, "apiserver.key") {
+					t.Errorf("generated %t, files %+v", cc.servingCert, ck)
+				}
+			}},
+		{name: "a serving certificate given is not generated",
+			edit: func(c *Config) {
+				c.SecureServing.ServerCert.CertKey.CertFile, c.SecureServing.ServerCert.CertKey.KeyFile = "/tls.crt", "/tls.key"
+			},
+			check: func(t *testing.T, cc *completedConfig) {
+				if cc.servingCert || cc.SecureServing.ServerCert.CertKey.CertFile != "/tls.crt" {
+					t.Errorf("generated %t, files %+v", cc.servingCert, cc.SecureServing.ServerCert.CertKey)
+				}
+			}},
+		{name: "the advertise address defaults to a specific bind address",
+			edit: func(c *Config) {
+				c.SecureServing.BindAddress = net.IPv4(198, 51, 100, 7)
+				c.GenericServerRun.AdvertiseAddress = nil
+			},
+			check: func(t *testing.T, cc *completedConfig) {
+				if cc.apiserver.AdvertiseAddress != netip.MustParseAddr("198.51.100.7") || !cc.GenericServerRun.AdvertiseAddress.Equal(net.IPv4(198, 51, 100, 7)) {
+					t.Errorf("advertise address %s (group: %s)", cc.apiserver.AdvertiseAddress, cc.GenericServerRun.AdvertiseAddress)
+				}
+			}},
+		{name: "no Service range: kube-apiserver's deprecated default, with its warning",
+			check: func(t *testing.T, cc *completedConfig) {
+				if cc.apiserver.Services.CIDRs.String() != "10.0.0.0/24" || len(cc.warnings) != 1 {
+					t.Errorf("range %s, warnings %q", cc.apiserver.Services.CIDRs, cc.warnings)
+				}
+			}},
+		{name: "port 0 is a free port",
+			edit: func(c *Config) { c.SecureServing.BindPort = 0 },
+			check: func(t *testing.T, cc *completedConfig) {
+				if cc.SecureServing.BindPort != 0 {
+					t.Errorf("port %d", cc.SecureServing.BindPort)
+				}
+			}},
+		{name: "compaction interval 0 turns compaction off",
+			edit: func(c *Config) { c.Etcd.StorageConfig.CompactionInterval = 0 },
+			check: func(t *testing.T, cc *completedConfig) {
+				if cc.apiserver.Etcd.StorageConfig.CompactionInterval != 0 {
+					t.Errorf("compaction interval %s", cc.apiserver.Etcd.StorageConfig.CompactionInterval)
+				}
+			}},
+		{name: "port out of range", edit: func(c *Config) { c.SecureServing.BindPort = 65536 }, wantErr: "--secure-port 65536"},
+		{name: "negative compaction interval", edit: func(c *Config) { c.Etcd.StorageConfig.CompactionInterval = -time.Second }, wantErr: "--etcd-compaction-interval"},
+		{name: "loopback advertise address", edit: func(c *Config) { c.GenericServerRun.AdvertiseAddress = net.IPv4(127, 0, 0, 1) }, wantErr: "--advertise-address 127.0.0.1"},
+		{name: "event TTL zero", edit: func(c *Config) { c.EventTTL = 0 }, wantErr: "--event-ttl"},
+		{name: "no data dir", edit: func(c *Config) { c.DataDir = "" }, wantErr: "--data-dir"},
+		{name: "a group not set", edit: func(c *Config) { c.Etcd = nil }, wantErr: "Config.Etcd is not set: start from NewConfig"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base()
+			if tt.edit != nil {
+				tt.edit(&c)
+			}
+			completed, err := c.Complete()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Complete: %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, completed.completedConfig)
+		})
+	}
+}
+
+// TestCompleteLeavesTheGroups: the caller's option groups are theirs;
+// Complete resolves into copies.
+func TestCompleteLeavesTheGroups(t *testing.T) {
+	c := NewConfig()
+	c.DataDir = t.TempDir()
+	c.SecureServing.BindAddress = net.IPv4(198, 51, 100, 7)
+	if _, err := c.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if c.GenericServerRun.AdvertiseAddress != nil || len(c.Authentication.ServiceAccounts.Issuers) != 0 ||
+		len(c.Authentication.ServiceAccounts.KeyFiles) != 0 || c.SecureServing.ServerCert.CertKey.CertFile != "" {
+		t.Errorf("Complete changed the caller's groups: advertise %s, issuers %v, keys %v, serving certificate %q",
+			c.GenericServerRun.AdvertiseAddress, c.Authentication.ServiceAccounts.Issuers,
+			c.Authentication.ServiceAccounts.KeyFiles, c.SecureServing.ServerCert.CertKey.CertFile)
+	}
+}
