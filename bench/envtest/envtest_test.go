@@ -36,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/kubeboottest/envtest"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -81,14 +82,6 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-func rssKiB(b *testing.B) int {
-	st, err := harness.ProcStatus(os.Getpid())
-	if err != nil {
-		b.Fatal(err)
-	}
-	return st["VmRSS"]
 }
 
 func BenchmarkHarness(b *testing.B) {
@@ -148,13 +141,13 @@ func BenchmarkHarness(b *testing.B) {
 	}
 	startOne()
 	time.Sleep(3 * time.Second)
-	one := rssKiB(b)
+	one := benchserver.MemoryOf(b, os.Getpid()).RSS
 	for range 3 {
 		startOne()
 	}
 	time.Sleep(3 * time.Second)
-	four := rssKiB(b)
-	b.ReportMetric(float64(four-one)/3/1024, "extra-server-rss-MiB")
+	four := benchserver.MemoryOf(b, os.Getpid()).RSS
+	b.ReportMetric((four-one)/3, "extra-server-rss-MiB")
 }
 
 type suiteResult struct {

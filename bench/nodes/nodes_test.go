@@ -54,6 +54,7 @@ import (
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -76,13 +77,8 @@ type server struct {
 }
 
 func start(b *testing.B) server {
-	bin, err := harness.Binary()
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := harness.StartReadyServer(b, time.Minute, bin, filepath.Join(b.TempDir(), "data"),
-		"--bind-address", "127.0.0.1", "--secure-port", "0", fmt.Sprintf("--simulated-nodes=%d", *nodes),
-		fmt.Sprintf("--scheduler-arg=--kube-api-qps=%d", *schedulerQPS), fmt.Sprintf("--scheduler-arg=--kube-api-burst=%d", 2**schedulerQPS))
+	srv := benchserver.Server(b, time.Minute, benchserver.Components{Scheduler: benchserver.ClientLimits(*schedulerQPS)},
+		fmt.Sprintf("--simulated-nodes=%d", *nodes)).Start(b)
 	b.Cleanup(func() {
 		select {
 		case <-srv.Exited(): // stopped by the benchmark
@@ -109,13 +105,14 @@ func start(b *testing.B) server {
 }
 
 func BenchmarkRunning(b *testing.B) {
-	var bins harness.PeerBinaries
+	var plane benchserver.PeerControlPlane
 	var simulator string
 	if *peer {
+		// The controller manager's client limits are those kubeboot's
+		// in-process one has.
+		plane = benchserver.BuildPeerControlPlane(b, benchserver.Components{
+			ControllerManager: benchserver.ClientLimits(200), Scheduler: benchserver.ClientLimits(*schedulerQPS)})
 		var err error
-		if bins, err = harness.BuildPeerControlPlane(b.TempDir()); err != nil {
-			b.Fatal(err)
-		}
 		if simulator, err = harness.BuildCommand(filepath.Join(b.TempDir(), "simulator"), "github.com/kubeboot/kubeboot/bench/nodes/simulator"); err != nil {
 			b.Fatal(err)
 		}
@@ -126,12 +123,10 @@ func BenchmarkRunning(b *testing.B) {
 		if *kubeboot {
 			srv := start(b)
 			ours = append(ours, running(b, "kubeboot", srv.client, []int{srv.PID()}))
-			if err := srv.Terminate(time.Minute); err != nil {
-				b.Fatal(err)
-			}
+			benchserver.Stop(b, srv.APIServer, time.Minute)
 		}
 		if *peer {
-			client, pids := startPeer(b, bins, simulator)
+			client, pids := startPeer(b, plane, simulator)
 			theirs = append(theirs, running(b, "peer", client, pids))
 		}
 	}
@@ -161,7 +156,7 @@ type figures struct {
 // running creates the Deployments and waits until every Pod is Running
 // and Ready; the CPU and RSS are the sums over pids.
 func running(b *testing.B, name string, client kubernetes.Interface, pids []int) figures {
-	cpu0 := cpuOf(b, pids)
+	cpu0 := benchserver.CPUOf(b, pids...)
 	b.StartTimer()
 	began := time.Now()
 	counted := watchRunning(b, client)
@@ -175,10 +170,8 @@ func running(b *testing.B, name string, client kubernetes.Interface, pids []int)
 	}
 	f := figures{took: time.Since(began)}
 	b.StopTimer()
-	f.cpu = cpuOf(b, pids) - cpu0
-	for _, pid := range pids {
-		f.rss += rssMiB(b, pid)
-	}
+	f.cpu = benchserver.CPUOf(b, pids...) - cpu0
+	f.rss = benchserver.MemoryOf(b, pids...).RSS
 	b.Logf("%s: %d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB",
 		name, deployments, created.Round(time.Millisecond), deployments**replicas, *nodes, f.took.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rss)
 	return f
@@ -187,12 +180,8 @@ func running(b *testing.B, name string, client kubernetes.Interface, pids []int)
 // startPeer starts the peer control plane and the simulator against it,
 // and returns once the nodes are Ready: an admin client and every
 // process's PID.
-func startPeer(b *testing.B, bins harness.PeerBinaries, simulator string) (kubernetes.Interface, []int) {
-	limits := func(qps int) []string {
-		return []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", 2*qps)}
-	}
-	cp := harness.StartPeerControlPlane(b, bins, b.TempDir(), harness.PeerArgs{
-		ControllerManager: limits(200), Scheduler: limits(*schedulerQPS)})
+func startPeer(b *testing.B, plane benchserver.PeerControlPlane, simulator string) (kubernetes.Interface, []int) {
+	cp := plane.Start(b)
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS = -1
 	cmd := exec.Command(simulator, "-server", cfg.Host, "-token", cfg.BearerToken, fmt.Sprintf("-nodes=%d", *nodes))
@@ -217,14 +206,6 @@ func startPeer(b *testing.B, bins harness.PeerBinaries, simulator string) (kuber
 	return kubernetes.NewForConfigOrDie(cfg), append(cp.PIDs(), cmd.Process.Pid)
 }
 
-func cpuOf(b *testing.B, pids []int) time.Duration {
-	var sum time.Duration
-	for _, pid := range pids {
-		sum += cpu(b, pid)
-	}
-	return sum
-}
-
 func BenchmarkIdle(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
@@ -232,14 +213,14 @@ func BenchmarkIdle(b *testing.B) {
 		// Let the start settle: the first heartbeats and lease creates.
 		time.Sleep(10 * time.Second)
 		writes0 := etcdWrites(b, srv.client)
-		cpu0 := cpu(b, srv.PID())
+		cpu0 := benchserver.CPUOf(b, srv.PID())
 		b.StartTimer()
 		time.Sleep(*idle)
 		b.StopTimer()
-		spent := cpu(b, srv.PID()) - cpu0
+		spent := benchserver.CPUOf(b, srv.PID()) - cpu0
 		writes := etcdWrites(b, srv.client) - writes0
 		p99 := getPodP99(b, srv.client)
-		rss := rssMiB(b, srv.PID())
+		rss := benchserver.MemoryOf(b, srv.PID()).RSS
 		perNode := time.Duration(float64(spent) / idle.Seconds() / float64(*nodes))
 		b.Logf("%d idle nodes for %s: CPU %s (%s per node per second), %.1f etcd writes/s, RSS %.0f MiB, get pod p99 %s",
 			*nodes, *idle, spent.Round(time.Millisecond), perNode, writes/idle.Seconds(), rss, p99.Round(10*time.Microsecond))
@@ -307,22 +288,6 @@ func watchRunning(b *testing.B, client kubernetes.Interface) *atomic.Int64 {
 		b.Fatal("the Pod informer did not sync")
 	}
 	return &running
-}
-
-func cpu(b *testing.B, pid int) time.Duration {
-	d, err := harness.ProcCPU(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return d
-}
-
-func rssMiB(b *testing.B, pid int) float64 {
-	st, err := harness.ProcStatus(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return float64(st["VmRSS"]) / 1024
 }
 
 // etcdWrites is the apiserver's count of etcd creates and updates so far

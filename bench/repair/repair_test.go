@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -40,15 +40,10 @@ const (
 func TestMain(m *testing.M) { harness.Main(m) }
 
 func BenchmarkRepair20kServices(b *testing.B) {
-	bin, err := harness.Binary()
-	if err != nil {
-		b.Fatal(err)
-	}
-	args := []string{"--bind-address", "127.0.0.1", "--secure-port", "0",
-		"--service-cluster-ip-range", "10.96.0.0/16", "--service-ip-repair-interval", "2s"}
+	kubeboot := benchserver.APIServer(b, 5*time.Minute,
+		"--service-cluster-ip-range", "10.96.0.0/16", "--service-ip-repair-interval", "2s")
 	for i := 0; i < b.N; i++ {
-		dir := filepath.Join(b.TempDir(), "data")
-		srv := harness.StartReadyAPIServer(b, 5*time.Minute, bin, dir, args...)
+		srv := kubeboot.Start(b)
 		client := srv.MustClient(b)
 		t0 := time.Now()
 		if err := createServices(client); err != nil {
@@ -66,18 +61,14 @@ func BenchmarkRepair20kServices(b *testing.B) {
 			}
 			b.ReportMetric((after[a].sum-before[a].sum)/n*1000, a+"-pass-ms")
 		}
-		if err := srv.Terminate(30 * time.Second); err != nil {
-			b.Fatal(err)
-		}
+		benchserver.Stop(b, srv, 30*time.Second)
 
 		// Restart on the same data: the first passes over 20,000 Services
 		// gate readiness.
 		t0 = time.Now()
-		srv = harness.StartReadyAPIServer(b, 5*time.Minute, bin, dir, args...)
+		srv = kubeboot.StartIn(b, srv.DataDir)
 		b.ReportMetric(float64(time.Since(t0).Milliseconds()), "restart-ready-ms")
-		if err := srv.Terminate(30 * time.Second); err != nil {
-			b.Fatal(err)
-		}
+		benchserver.Stop(b, srv, 30*time.Second)
 	}
 }
 

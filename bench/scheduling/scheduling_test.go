@@ -28,7 +28,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -48,6 +47,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -61,13 +61,14 @@ var (
 	qps = flag.Int("qps", 0, "--kube-api-qps (and twice that as --kube-api-burst) of the controller manager and the scheduler of both control planes; 0 keeps upstream's defaults")
 )
 
-// componentFlags are the -qps flags of the controller manager and the
+// components are the -qps flags of the controller manager and the
 // scheduler.
-func componentFlags() []string {
+func components() benchserver.Components {
 	if *qps == 0 {
-		return nil
+		return benchserver.Components{}
 	}
-	return []string{fmt.Sprintf("--kube-api-qps=%d", *qps), fmt.Sprintf("--kube-api-burst=%d", 2**qps)}
+	limits := benchserver.ClientLimits(*qps)
+	return benchserver.Components{ControllerManager: limits, Scheduler: limits}
 }
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -81,26 +82,18 @@ type controlPlane struct {
 
 // startKubeboot starts `kubeboot server` and waits until its controller
 // manager and scheduler lead.
-func startKubeboot(b *testing.B, bin string) controlPlane {
-	args := []string{"--bind-address", "127.0.0.1", "--secure-port", "0"}
-	for _, f := range componentFlags() {
-		args = append(args, "--controller-manager-arg="+f, "--scheduler-arg="+f)
-	}
-	srv := harness.StartReadyServer(b, time.Minute, bin, filepath.Join(b.TempDir(), "data"), args...)
+func startKubeboot(b *testing.B, kubeboot benchserver.Kubeboot) controlPlane {
+	srv := kubeboot.Start(b)
 	cfg, err := srv.Config()
 	if err != nil {
 		b.Fatal(err)
 	}
 	waitLeading(b, cfg)
-	return controlPlane{config: cfg, pids: []int{srv.PID()}, stop: func() {
-		if err := srv.Terminate(30 * time.Second); err != nil {
-			b.Fatal(err)
-		}
-	}}
+	return controlPlane{config: cfg, pids: []int{srv.PID()}, stop: func() { benchserver.Stop(b, srv, 30*time.Second) }}
 }
 
-func startPeer(b *testing.B, bins harness.PeerBinaries) controlPlane {
-	p := harness.StartPeerControlPlane(b, bins, b.TempDir(), harness.PeerArgs{ControllerManager: componentFlags(), Scheduler: componentFlags()})
+func startPeer(b *testing.B, plane benchserver.PeerControlPlane) controlPlane {
+	p := plane.Start(b)
 	return controlPlane{config: p.Config, pids: p.PIDs(), stop: func() {}}
 }
 
@@ -154,26 +147,21 @@ type result struct {
 // benchmark runs measure on kubeboot and, with -peer, on the peer in every
 // iteration, and reports the medians and kubeboot's ratios to the peer.
 func benchmark(b *testing.B, measure func(*testing.B, kubernetes.Interface, []int) result) {
-	bin, err := harness.Binary()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var bins harness.PeerBinaries
+	kubeboot := benchserver.Server(b, time.Minute, components())
+	var peerControlPlane benchserver.PeerControlPlane
 	if *peer {
-		if bins, err = harness.BuildPeerControlPlane(b.TempDir()); err != nil {
-			b.Fatal(err)
-		}
+		peerControlPlane = benchserver.BuildPeerControlPlane(b, components())
 	}
 	var ours, theirs []result
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		cp := startKubeboot(b, bin)
+		cp := startKubeboot(b, kubeboot)
 		b.StartTimer()
 		ours = append(ours, measure(b, clientFor(b, cp.config), cp.pids))
 		b.StopTimer()
 		cp.stop()
 		if *peer {
-			cp := startPeer(b, bins)
+			cp := startPeer(b, peerControlPlane)
 			theirs = append(theirs, measure(b, clientFor(b, cp.config), cp.pids))
 			cp.stop()
 		}
@@ -272,7 +260,7 @@ func timeToBound(b *testing.B, client kubernetes.Interface, name string, replica
 			b.Fatalf("the informer of %v did not sync", typ)
 		}
 	}
-	cpuBefore := cpuTime(b, pids)
+	cpuBefore := benchserver.CPUOf(b, pids...)
 	mu.Lock()
 	start = time.Now()
 	mu.Unlock()
@@ -296,23 +284,10 @@ func timeToBound(b *testing.B, client kubernetes.Interface, name string, replica
 		defer mu.Unlock()
 		b.Fatalf("%s: %d of %d Pods bound after %s", name, len(bound), replicas, time.Since(start))
 	}
-	cpu := cpuTime(b, pids) - cpuBefore
+	cpu := benchserver.CPUOf(b, pids...) - cpuBefore
 	mu.Lock()
 	defer mu.Unlock()
 	return st, cpu
-}
-
-// cpuTime is the CPU time the processes pids have used.
-func cpuTime(b *testing.B, pids []int) time.Duration {
-	var sum time.Duration
-	for _, pid := range pids {
-		t, err := harness.ProcCPU(pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sum += t
-	}
-	return sum
 }
 
 // nodeHeartbeat is how often the benchmark renews each node's Lease, as a

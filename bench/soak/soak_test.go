@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -47,20 +47,15 @@ func TestMain(m *testing.M) { harness.Main(m) }
 
 type sample struct {
 	at         time.Duration
-	rssKB      int
-	anonKB     int
+	rss        float64 // MiB
+	anon       float64 // MiB
 	goroutines int
 	ops        int64
 }
 
 func BenchmarkSoak(b *testing.B) {
-	bin, err := harness.Binary()
-	if err != nil {
-		b.Fatal(err)
-	}
-	args := append([]string{"--bind-address", "127.0.0.1", "--secure-port", "0", "--service-cluster-ip-range", "10.96.0.0/16"},
-		strings.Fields(*serverArgs)...)
-	srv := harness.StartReadyAPIServer(b, time.Minute, bin, filepath.Join(b.TempDir(), "data"), args...)
+	args := append([]string{"--service-cluster-ip-range", "10.96.0.0/16"}, strings.Fields(*serverArgs)...)
+	srv := benchserver.APIServer(b, time.Minute, args...).Start(b)
 	client := srv.MustClient(b)
 
 	loadCtx, stop := context.WithTimeout(context.Background(), *duration)
@@ -88,18 +83,16 @@ func BenchmarkSoak(b *testing.B) {
 			done = true
 		case <-tick.C:
 		}
-		st := status(b, srv.PID())
+		mem := benchserver.MemoryOf(b, srv.PID())
 		samples = append(samples, sample{
-			at: time.Since(start).Round(time.Second), rssKB: st["VmRSS"], anonKB: st["RssAnon"],
+			at: time.Since(start).Round(time.Second), rss: mem.RSS, anon: mem.Anon,
 			goroutines: goroutines(b, client), ops: ops.Load(),
 		})
 	}
 	tick.Stop()
 	wg.Wait()
 	report(b, samples)
-	if err := srv.Terminate(30 * time.Second); err != nil {
-		b.Fatal(err)
-	}
+	benchserver.Stop(b, srv, 30*time.Second)
 }
 
 // churn creates, updates and deletes objects in its own namespace.
@@ -145,15 +138,6 @@ func watch(ctx context.Context, c kubernetes.Interface) {
 	}
 }
 
-// status returns the kB fields of /proc/PID/status (VmRSS, RssAnon, ...).
-func status(b *testing.B, pid int) map[string]int {
-	st, err := harness.ProcStatus(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return st
-}
-
 func goroutines(b *testing.B, c kubernetes.Interface) int {
 	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
@@ -174,7 +158,7 @@ func report(b *testing.B, s []sample) {
 	var sb strings.Builder
 	sb.WriteString("\n| time | RSS (MiB) | of it anonymous (MiB) | goroutines | operations |\n|---:|---:|---:|---:|---:|\n")
 	for _, x := range s {
-		fmt.Fprintf(&sb, "| %s | %.1f | %.1f | %d | %d |\n", x.at, float64(x.rssKB)/1024, float64(x.anonKB)/1024, x.goroutines, x.ops)
+		fmt.Fprintf(&sb, "| %s | %.1f | %.1f | %d | %d |\n", x.at, x.rss, x.anon, x.goroutines, x.ops)
 	}
 	// Print, not b.Log: the table is the result, and b.Log truncates.
 	fmt.Print(sb.String())
@@ -183,16 +167,18 @@ func report(b *testing.B, s []sample) {
 	}
 	third := len(s) / 3
 	mid, last := s[third:2*third], s[2*third:]
-	avg := func(xs []sample, f func(sample) int) float64 {
-		t := 0
+	avg := func(xs []sample, f func(sample) float64) float64 {
+		t := 0.0
 		for _, x := range xs {
 			t += f(x)
 		}
-		return float64(t) / float64(len(xs))
+		return t / float64(len(xs))
 	}
-	rssGrowth := avg(last, func(x sample) int { return x.rssKB })/avg(mid, func(x sample) int { return x.rssKB }) - 1
-	gGrowth := avg(last, func(x sample) int { return x.goroutines })/avg(mid, func(x sample) int { return x.goroutines }) - 1
-	b.ReportMetric(float64(s[len(s)-1].rssKB)/1024, "final-rss-MiB")
+	rssOf := func(x sample) float64 { return x.rss }
+	goroutinesOf := func(x sample) float64 { return float64(x.goroutines) }
+	rssGrowth := avg(last, rssOf)/avg(mid, rssOf) - 1
+	gGrowth := avg(last, goroutinesOf)/avg(mid, goroutinesOf) - 1
+	b.ReportMetric(s[len(s)-1].rss, "final-rss-MiB")
 	b.ReportMetric(rssGrowth*100, "rss-growth-%")
 	b.ReportMetric(gGrowth*100, "goroutine-growth-%")
 	b.ReportMetric(float64(s[len(s)-1].ops)/s[len(s)-1].at.Seconds(), "ops/s")

@@ -38,6 +38,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 )
 
 // targets are the medians' targets: for the apiserver (issue 10's for the
@@ -81,7 +83,7 @@ type bench struct {
 // sample is the result of one run.
 type sample struct {
 	fresh, restart time.Duration
-	mem            memory // of the fresh process, idle
+	mem            benchserver.Memory // of the fresh process, idle
 }
 
 func main() { os.Exit(run()) }
@@ -157,7 +159,7 @@ func run() int {
 			s, err := b.once(ctx)
 			if err == nil {
 				fmt.Fprintf(os.Stderr, "run %2d/%d: fresh %s  restart %s  idle RSS %s\n",
-					i+1, b.runs, fmtMS(ms(s.fresh)), fmtMS(ms(s.restart)), fmtMiB(mib(s.mem.rss)))
+					i+1, b.runs, fmtMS(ms(s.fresh)), fmtMS(ms(s.restart)), fmtMiB(s.mem.RSS))
 				samples = append(samples, s)
 			}
 			return err
@@ -167,7 +169,7 @@ func run() int {
 				s, err := b.oncePeer(ctx)
 				if err == nil {
 					fmt.Fprintf(os.Stderr, "run %2d/%d: peer fresh %s  restart %s  idle RSS %s\n",
-						i+1, b.runs, fmtMS(ms(s.fresh)), fmtMS(ms(s.restart)), fmtMiB(mib(s.mem.rss)))
+						i+1, b.runs, fmtMS(ms(s.fresh)), fmtMS(ms(s.restart)), fmtMiB(s.mem.RSS))
 					peerSamples = append(peerSamples, s)
 				}
 				return err
@@ -241,7 +243,7 @@ func (b *bench) once(ctx context.Context) (sample, error) {
 	case <-ctx.Done():
 		return s, ctx.Err()
 	}
-	if s.mem, err = residentMemory(srv.cmd.Process.Pid); err != nil {
+	if s.mem, err = benchserver.ReadMemory(srv.cmd.Process.Pid); err != nil {
 		return s, err
 	}
 	if err := b.stop(srv); err != nil {
@@ -345,11 +347,11 @@ func newReport(b *bench, samples []sample, targets bool) *report {
 	t := b.targets()
 	add("fresh_ready", "ms", t.fresh, func(s sample) float64 { return ms(s.fresh) })
 	add("restart_ready", "ms", t.restart, func(s sample) float64 { return ms(s.restart) })
-	add("idle_rss", "MiB", t.rss, func(s sample) float64 { return mib(s.mem.rss) })
+	add("idle_rss", "MiB", t.rss, func(s sample) float64 { return s.mem.RSS })
 	// The split has no target; it tells heap growth from the executable's
 	// pages, whose residency depends on the kernel's page cache.
-	add("idle_rss_anon", "MiB", -1, func(s sample) float64 { return mib(s.mem.anon) })
-	add("idle_rss_file", "MiB", -1, func(s sample) float64 { return mib(s.mem.file) })
+	add("idle_rss_anon", "MiB", -1, func(s sample) float64 { return s.mem.Anon })
+	add("idle_rss_file", "MiB", -1, func(s sample) float64 { return s.mem.File })
 	return r
 }
 
@@ -375,7 +377,7 @@ func (r *report) addPeer(samples []sample, freshVsPeer float64) {
 	}{
 		{"fresh_ready", "ms", func(s sample) float64 { return ms(s.fresh) }},
 		{"restart_ready", "ms", func(s sample) float64 { return ms(s.restart) }},
-		{"idle_rss", "MiB", func(s sample) float64 { return mib(s.mem.rss) }},
+		{"idle_rss", "MiB", func(s sample) float64 { return s.mem.RSS }},
 	} {
 		m := metric{Name: "peer_" + x.name, Unit: x.unit}
 		for _, s := range samples {
@@ -432,7 +434,6 @@ func (r *report) print() {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-func mib(b int64) float64        { return float64(b) / (1 << 20) }
 func fmtMS(v float64) string     { return fmt.Sprintf("%.1f ms", v) }
 func fmtMiB(v float64) string    { return fmt.Sprintf("%.1f MiB", v) }
 

@@ -4,11 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +11,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
 // The peer is what kubeboot replaces: kube-apiserver 1.37.2 and etcd 3.7.3,
@@ -64,7 +62,7 @@ type peer struct {
 // first 200 from /readyz, which kube-apiserver answers anonymously once
 // its RBAC policy is stored. On error both are already stopped.
 func (b *bench) startPeerReady(ctx context.Context, dir string, took *time.Duration) (*peer, error) {
-	saKey, err := ensurePeerKey(dir)
+	saKey, err := pki.EnsureSigningKey(dir, pki.ServiceAccountKeyName)
 	if err != nil {
 		return nil, err
 	}
@@ -124,16 +122,12 @@ func (b *bench) startPeerReady(ctx context.Context, dir string, took *time.Durat
 }
 
 // memory is the resident memory of all its processes.
-func (p *peer) memory() (memory, error) {
-	var sum memory
+func (p *peer) memory() (benchserver.Memory, error) {
+	var pids []int
 	for _, s := range append([]*server{p.apiserver, p.etcd}, p.components...) {
-		m, err := residentMemory(s.cmd.Process.Pid)
-		if err != nil {
-			return sum, err
-		}
-		sum = memory{rss: sum.rss + m.rss, anon: sum.anon + m.anon, file: sum.file + m.file}
+		pids = append(pids, s.cmd.Process.Pid)
 	}
-	return sum, nil
+	return benchserver.ReadMemory(pids...)
 }
 
 // stop stops the controller manager and scheduler, kube-apiserver, then
@@ -157,27 +151,6 @@ func (p *peer) exited() <-chan struct{} {
 		close(c)
 	}()
 	return c
-}
-
-// ensurePeerKey writes the service account signing key kube-apiserver
-// requires, once per data dir.
-func ensurePeerKey(dir string) (string, error) {
-	path := filepath.Join(dir, "sa.key")
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", err
-	}
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return "", err
-	}
-	return path, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
 }
 
 // freePorts returns n distinct TCP ports of 127.0.0.1 free right now.

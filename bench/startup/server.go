@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,42 +148,6 @@ func (b *bench) probe(ctx context.Context, url string) (time.Time, bool) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return at, resp.StatusCode == http.StatusOK
-}
-
-// memory is a process's resident set: all of it (VmRSS) and its anonymous
-// (heap, stacks) and file-backed (the executable's pages) parts.
-type memory struct{ rss, anon, file int64 }
-
-// residentMemory reads process pid's resident set from /proc.
-func residentMemory(pid int) (memory, error) {
-	var m memory
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return m, err
-	}
-	fields := map[string]*int64{"VmRSS:": &m.rss, "RssAnon:": &m.anon, "RssFile:": &m.file}
-	found := 0
-	for line := range strings.Lines(string(b)) {
-		name, value, _ := strings.Cut(line, "\t")
-		dst, ok := fields[name]
-		if !ok {
-			continue
-		}
-		f := strings.Fields(value) // "12345 kB"
-		if len(f) != 2 || f[1] != "kB" {
-			return m, fmt.Errorf("unexpected %s line %q in /proc/%d/status", name, line, pid)
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return m, err
-		}
-		*dst = kb << 10
-		found++
-	}
-	if found != len(fields) {
-		return m, errors.New("no VmRSS, RssAnon or RssFile in /proc/" + strconv.Itoa(pid) + "/status")
-	}
-	return m, nil
 }
 
 // logTail is an io.Writer for the server's stderr. It keeps the last

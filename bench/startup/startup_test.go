@@ -3,7 +3,6 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
 )
@@ -35,15 +34,5 @@ func TestLogTail(t *testing.T) {
 	l.Write([]byte("last"))
 	if got, want := l.tail(), strings.Repeat("config\n", tailLines)+"last"; got != want {
 		t.Errorf("tail = %q, want %q", got, want)
-	}
-}
-
-func TestResidentMemory(t *testing.T) {
-	m, err := residentMemory(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.anon <= 0 || m.file <= 0 || m.anon+m.file > m.rss {
-		t.Errorf("resident memory %+v: want anon and file > 0 and their sum <= rss", m)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -53,43 +53,32 @@ func BenchmarkCreateNodePortServices(b *testing.B) {
 }
 
 func benchmarkCreates(b *testing.B, typ corev1.ServiceType) {
-	bin, err := harness.Binary()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var peerBin string
+	kubeboot := benchserver.APIServer(b, time.Minute, "--service-cluster-ip-range", serviceCIDR)
+	var peerAPIServer benchserver.PeerAPIServer
 	if *peer {
-		if peerBin, err = harness.BuildPeer(b.TempDir()); err != nil {
-			b.Fatal(err)
-		}
+		peerAPIServer = benchserver.BuildPeerAPIServer(b, "--service-cluster-ip-range="+serviceCIDR)
 	}
 	var ours, theirs, ourPeaks, theirPeaks []float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		dir := filepath.Join(b.TempDir(), "data")
-		srv := harness.StartReadyAPIServer(b, time.Minute, bin, dir, "--bind-address", "127.0.0.1", "--secure-port", "0",
-			"--service-cluster-ip-range", serviceCIDR)
+		srv := kubeboot.Start(b)
 		b.StartTimer()
 		rate, latencies := measure(b, srv.MustClient(b), typ)
 		b.StopTimer()
 		ours = append(ours, rate)
 		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
-		ourPeaks = append(ourPeaks, peakRSS(b, srv.PID()))
-		if err := srv.Terminate(30 * time.Second); err != nil {
-			b.Fatal(err)
-		}
+		ourPeaks = append(ourPeaks, benchserver.MemoryOf(b, srv.PID()).Peak)
+		benchserver.Stop(b, srv, 30*time.Second)
 		if *peer {
-			dir := b.TempDir()
-			p := harness.StartPeer(b, peerBin, dir, harness.StartEtcd(b, filepath.Join(dir, "etcd")),
-				"--service-cluster-ip-range="+serviceCIDR)
+			p := peerAPIServer.Start(b)
 			client, err := kubernetes.NewForConfig(p.Config)
 			if err != nil {
 				b.Fatal(err)
 			}
 			rate, _ := measure(b, client, typ)
 			theirs = append(theirs, rate)
-			theirPeaks = append(theirPeaks, peakRSS(b, p.PID()))
+			theirPeaks = append(theirPeaks, benchserver.MemoryOf(b, p.PID()).Peak)
 			p.Stop()
 		}
 	}
@@ -113,15 +102,6 @@ func measure(b *testing.B, client kubernetes.Interface, typ corev1.ServiceType) 
 	}
 	slices.Sort(latencies)
 	return float64(services) / elapsed.Seconds(), latencies
-}
-
-// peakRSS is the process's peak resident set, in MiB.
-func peakRSS(b *testing.B, pid int) float64 {
-	st, err := harness.ProcStatus(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return float64(st["VmHWM"]) / 1024
 }
 
 func median(xs []float64) float64 {
