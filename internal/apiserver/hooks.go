@@ -65,12 +65,12 @@ func (s *Server) addHooks(cfg Config, listener net.Listener) error {
 	_, portStr, _ := net.SplitHostPort(listener.Addr().String())
 	port, _ := strconv.Atoi(portStr)
 	bootstrap := kubernetesservice.New(kubernetesservice.Config{
-		PublicIP:   cfg.AdvertiseAddress,
-		ServiceIP:  cfg.Services.CIDRs.KubernetesServiceIP(),
-		SecurePort: int32(port),
-		NodePort:   int32(cfg.KubernetesServiceNodePort),
-		Interval:   cfg.EndpointReconcileInterval,
-		Ready:      s.ready,
+		AdvertiseAddress: cfg.AdvertiseAddress,
+		ServiceIP:        cfg.Services.CIDRs.KubernetesServiceIP(),
+		SecurePort:       int32(port),
+		NodePort:         int32(cfg.KubernetesServiceNodePort),
+		Interval:         cfg.EndpointReconcileInterval,
+		Ready:            s.ready,
 	}, s.Client, reconciler, s.recorder)
 	cidr := defaultservicecidr.New(s.Client, cfg.Services.CIDRs.All(), s.recorder, 0)
 	hooks := []hook{

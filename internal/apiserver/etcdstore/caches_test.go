@@ -10,10 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apistorage "k8s.io/apiserver/pkg/storage"
 
-	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
-	"github.com/kubeboot/kubeboot/internal/platform/etcd/etcdtest"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
+
+	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
+	"github.com/kubeboot/kubeboot/internal/platform/etcd/etcdtest"
 )
 
 // TestWaitForCaches checks WaitForCaches returns once the watch caches

@@ -24,8 +24,9 @@ import (
 
 // Config describes the kubernetes Service and this apiserver's endpoint.
 type Config struct {
-	// PublicIP is this apiserver's advertise address.
-	PublicIP netip.Addr
+	// AdvertiseAddress is this apiserver's --advertise-address: the
+	// address it publishes in the endpoints.
+	AdvertiseAddress netip.Addr
 	// ServiceIP is the Service's ClusterIP (the first address of the
 	// primary Service range).
 	ServiceIP netip.Addr
@@ -69,7 +70,7 @@ func New(cfg Config, client kubernetes.Interface, reconciler reconcilers.Endpoin
 // whenever the reconciler reports a change) until Stop.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	if removed, err := c.reconciler.RemoveEndpoints(ctx, c.cfg.PublicIP, c.endpointPorts()); err != nil {
+	if removed, err := c.reconciler.RemoveEndpoints(ctx, c.cfg.AdvertiseAddress, c.endpointPorts()); err != nil {
 		logger.Error(err, "Removing this apiserver's endpoint left from an earlier run")
 	} else if removed {
 		logger.Info("Found stale data, removed previous endpoints on kubernetes service, apiserver didn't exit successfully previously")
@@ -114,7 +115,7 @@ func (c *Controller) sync(ctx context.Context, correct bool) error {
 	if err := c.ensureService(ctx, correct); err != nil {
 		return err
 	}
-	return c.reconciler.ReconcileEndpoints(ctx, c.cfg.PublicIP, c.endpointPorts(), correct)
+	return c.reconciler.ReconcileEndpoints(ctx, c.cfg.AdvertiseAddress, c.endpointPorts(), correct)
 }
 
 // Stop stops reconciling and removes this apiserver's endpoint (even the
@@ -130,7 +131,7 @@ func (c *Controller) Stop(ctx context.Context) error {
 	logger.V(2).Info("Bootstrap controller loop stopped", "after", time.Since(start))
 	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.Interval)
 	defer cancel()
-	_, err := c.reconciler.RemoveEndpoints(ctx, c.cfg.PublicIP, c.endpointPorts())
+	_, err := c.reconciler.RemoveEndpoints(ctx, c.cfg.AdvertiseAddress, c.endpointPorts())
 	c.reconciler.Destroy()
 	logger.V(2).Info("Removed this apiserver from the kubernetes endpoints", "after", time.Since(start), "err", err)
 	if err != nil {

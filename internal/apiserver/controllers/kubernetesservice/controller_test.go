@@ -84,12 +84,12 @@ var ready = func() <-chan struct{} {
 
 func config(nodePort int32) kubernetesservice.Config {
 	return kubernetesservice.Config{
-		PublicIP:   netip.MustParseAddr(publicIP),
-		ServiceIP:  netip.MustParseAddr(serviceIP),
-		SecurePort: securePort,
-		NodePort:   nodePort,
-		Interval:   100 * time.Millisecond,
-		Ready:      ready,
+		AdvertiseAddress: netip.MustParseAddr(publicIP),
+		ServiceIP:        netip.MustParseAddr(serviceIP),
+		SecurePort:       securePort,
+		NodePort:         nodePort,
+		Interval:         100 * time.Millisecond,
+		Ready:            ready,
 	}
 }
 
