@@ -75,7 +75,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("loopback: request has no URL")
 	}
 
-	ctx, cancel := context.WithCancel(req.Context())
+	// The handler's context is a server's: it ends when the client gives
+	// up, as a closed connection's does, but carries none of the client's
+	// values. A request a handler makes of its own server (an allocator
+	// storing an IPAddress during a Service create) must not look like
+	// part of that handler's request to the filters (its audit event,
+	// its request info).
+	ctx, cancel := context.WithCancel(context.Background())
+	stopClientCancel := context.AfterFunc(req.Context(), cancel)
 	pr, pw := io.Pipe()
 	w := newResponseWriter(pw, req.Method == http.MethodHead)
 	stopCloseNotify := context.AfterFunc(ctx, w.notifyClose)
@@ -84,6 +91,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// The handler has returned: as with net/http, its request
 			// context ends now.
 			stopCloseNotify()
+			stopClientCancel()
 			cancel()
 			closeBody(req)
 			if r := recover(); r != nil {
@@ -132,10 +140,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// The client gives up mid-stream: reads fail with its reason, as on a
 	// network connection.
-	stopClientCancel := context.AfterFunc(req.Context(), func() {
+	stopReads := context.AfterFunc(req.Context(), func() {
 		_ = pr.CloseWithError(req.Context().Err())
 	})
-	resp.Body = &responseBody{PipeReader: pr, cancel: cancel, stopClientCancel: stopClientCancel}
+	resp.Body = &responseBody{PipeReader: pr, cancel: cancel, stopClientCancel: stopReads}
 	resp.ContentLength = -1
 	return resp, nil
 }

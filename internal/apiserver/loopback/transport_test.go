@@ -235,3 +235,41 @@ func TestBuffering(t *testing.T) {
 		}
 	}
 }
+
+// clientValue is a context key only the client's context has.
+type clientValue struct{}
+
+// TestServerContext: the handler's context is a server's, not the
+// client's: none of the client's values reach it (a handler calling its
+// own server in-process would otherwise hand its audit and request
+// state to the inner request), yet it ends when the client gives up.
+func TestServerContext(t *testing.T) {
+	seen := make(chan any, 1)
+	ended := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Context().Value(clientValue{})
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(ended)
+	})
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), clientValue{}, "outer request"))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://h/watch", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := newClient(h).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if v := <-seen; v != nil {
+		t.Errorf("the handler saw the client's context value %v", v)
+	}
+	cancel()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context did not end when the client gave up")
+	}
+}
