@@ -101,6 +101,11 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	if err := pki.WriteKubeconfig(filepath.Join(cfg.DataDir, adminKubeconfigName), ClusterName, serverURL, ca.CertPEM, admin); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", adminKubeconfigName, err)
 	}
+	// Every file in pki 0600, including those an earlier version wrote
+	// 0644 (CIS 1.1.20).
+	if err := pki.TightenModes(dir); err != nil {
+		return nil, fmt.Errorf("pki files in %s: %w", dir, err)
+	}
 	for _, k := range cfg.componentKubeconfigs {
 		kp, err := pki.EnsureClient(dir, k.name, ca, k.user, nil)
 		if err != nil {
@@ -157,9 +162,13 @@ func servingSpec(cfg *completedConfig) pki.ServingSpec {
 
 func addrIP(a netip.Addr) net.IP { return net.IP(a.AsSlice()) }
 
-// prepareDataDir creates the data directory (0700) if needed.
+// prepareDataDir creates the data directory if needed and makes it 0700
+// at every start (CIS 1.1.11), whatever mode it had.
 func prepareDataDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
 	return nil

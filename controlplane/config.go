@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 
@@ -45,15 +47,26 @@ type Config struct {
 	// --request-timeout, ...
 	GenericServerRun *genericoptions.ServerRunOptions
 	// SecureServing is kube-apiserver's secure serving group:
-	// --bind-address (default 0.0.0.0) and --secure-port (default 6443; 0
-	// picks a free port, which Server.URL names).
+	// --bind-address (default 0.0.0.0), --secure-port (default 6443; 0
+	// picks a free port, which Server.URL names), the serving certificate
+	// (--tls-cert-file and --tls-private-key-file; default: generated in
+	// DataDir's pki, or in --cert-dir; reloaded when the files change),
+	// --tls-sni-cert-key, --tls-min-version (default VersionTLS12),
+	// --tls-cipher-suites, --tls-curve-preferences.
 	SecureServing *genericoptions.SecureServingOptions
 	// Etcd is kube-apiserver's etcd group: --etcd-servers (none: etcd
 	// runs embedded in DataDir), --etcd-cafile, --etcd-certfile,
 	// --etcd-keyfile, --etcd-prefix (/registry),
-	// --etcd-compaction-interval (5m; 0 turns compaction off) and
-	// --watch-cache (on).
+	// --etcd-compaction-interval (5m; 0 turns compaction off),
+	// --watch-cache (on), and encryption at rest:
+	// --encryption-provider-config (none) and
+	// --encryption-provider-config-automatic-reload.
 	Etcd *genericoptions.EtcdOptions
+	// Audit is kube-apiserver's audit group: --audit-policy-file (none:
+	// no events), the log backend (--audit-log-path, --audit-log-maxage,
+	// --audit-log-maxbackup, --audit-log-maxsize, --audit-log-format, ...)
+	// and the webhook backend (--audit-webhook-config-file, ...).
+	Audit *genericoptions.AuditOptions
 
 	// ServiceClusterIPRange is --service-cluster-ip-range: one CIDR, or
 	// two of different families. Empty: 10.0.0.0/24, with kube-apiserver's
@@ -110,12 +123,14 @@ type Config struct {
 	// Admission is kube-apiserver's admission group
 	// (--enable-admission-plugins, --disable-admission-plugins,
 	// --admission-control-config-file). Default: kube-apiserver's plugins
-	// in its order.
+	// in its order, and NodeRestriction (as kubeadm and k3s enable it;
+	// --disable-admission-plugins=NodeRestriction turns it off).
 	Admission *kubeoptions.AdmissionOptions
 	// Features is the generic server's feature group
 	// (--enable-priority-and-fairness, --profiling,
 	// --contention-profiling, --debug-socket-path). Default: API Priority
-	// and Fairness and profiling on, as kube-apiserver.
+	// and Fairness on, as kube-apiserver; profiling off (/debug/pprof not
+	// served), as the CIS benchmark and k3s have it.
 	Features *genericoptions.FeatureOptions
 
 	// CRDDir is --crd-dir: a directory of CustomResourceDefinition
@@ -181,11 +196,18 @@ func NewConfig() Config {
 	etcd := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(etcdstore.DefaultPrefix, nil))
 	// As kube-apiserver's: objects are stored as protobuf.
 	etcd.DefaultStorageMediaType = etcdstore.StorageMediaType
+	features := genericoptions.NewFeatureOptions()
+	features.EnableProfiling = false
+	// As kubeadm and k3s: a node's credentials may change only its own
+	// Node and the Pods bound to it.
+	admission := kubeoptions.NewAdmissionOptions()
+	admission.GenericAdmission.DefaultOffPlugins.Delete("NodeRestriction")
 	return Config{
 		DataDir:          DefaultDataDir(),
 		GenericServerRun: apiserver.NewServerRunOptions(),
 		SecureServing:    serving,
 		Etcd:             etcd,
+		Audit:            genericoptions.NewAuditOptions(),
 
 		ServiceNodePortRange:      network.DefaultServiceNodePortRange,
 		EndpointReconcilerType:    string(reconcilers.Lease),
@@ -198,8 +220,8 @@ func NewConfig() Config {
 
 		Authentication: apiserver.NewAuthenticationOptions(),
 		Authorization:  apiserver.NewAuthorizationOptions(),
-		Admission:      kubeoptions.NewAdmissionOptions(),
-		Features:       genericoptions.NewFeatureOptions(),
+		Admission:      admission,
+		Features:       features,
 
 		EventTTL: apiserver.DefaultEventTTL,
 	}
@@ -252,9 +274,17 @@ func (c Config) Complete() (CompletedConfig, error) {
 	}
 	if serving.ServerCert.CertKey.CertFile == "" && serving.ServerCert.CertKey.KeyFile == "" {
 		cc.servingCert = true
+		dir := serving.ServerCert.CertDirectory
+		if dir == "" {
+			dir = pkiDir
+		}
 		serving.ServerCert.CertKey = genericoptions.CertKey{
-			CertFile: filepath.Join(pkiDir, servingPairName+".crt"), KeyFile: filepath.Join(pkiDir, servingPairName+".key")}
+			CertFile: filepath.Join(dir, servingPairName+".crt"), KeyFile: filepath.Join(dir, servingPairName+".key")}
+	} else {
+		errs = append(errs, checkKeyPair("--tls-cert-file", "--tls-private-key-file", serving.ServerCert.CertKey)...)
 	}
+	errs = append(errs, checkTLS(&serving)...)
+	errs = append(errs, cc.checkAudit()...)
 
 	errs = append(errs, cc.GenericServerRun.Validate()...)
 	errs = append(errs, cc.completeEtcd()...)
@@ -324,6 +354,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 		GenericServerRun:             cc.GenericServerRun,
 		SecureServing:                cc.SecureServing,
 		Etcd:                         cc.Etcd,
+		Audit:                        cc.Audit,
 		Authentication:               cc.Authentication,
 		ServiceAccountSigningKeyFile: cc.ServiceAccountSigningKeyFile,
 		Authorization:                cc.Authorization,
@@ -353,7 +384,7 @@ func (c *Config) requireGroups() error {
 		name string
 		set  bool
 	}{
-		{"GenericServerRun", c.GenericServerRun != nil}, {"SecureServing", c.SecureServing != nil}, {"Etcd", c.Etcd != nil},
+		{"GenericServerRun", c.GenericServerRun != nil}, {"SecureServing", c.SecureServing != nil}, {"Etcd", c.Etcd != nil}, {"Audit", c.Audit != nil},
 		{"Authentication", c.Authentication != nil}, {"Authorization", c.Authorization != nil},
 		{"Admission", c.Admission != nil}, {"Features", c.Features != nil},
 	} {
@@ -390,6 +421,19 @@ func (cc *completedConfig) completeEtcd() []error {
 	}
 	if cc.Etcd.StorageConfig.CompactionInterval < 0 {
 		errs = append(errs, fmt.Errorf("--etcd-compaction-interval %s must not be negative", cc.Etcd.StorageConfig.CompactionInterval))
+	}
+	if f := cc.Etcd.EncryptionProviderConfigFilepath; f != "" {
+		// Loaded once to check it, as the server will load it: a
+		// malformed file or an unknown provider is refused before
+		// anything is written.
+		ctx, cancel := context.WithCancel(context.Background())
+		_, err := encryptionconfig.LoadEncryptionConfig(ctx, f, cc.Etcd.EncryptionProviderConfigAutomaticReload, "kubeboot")
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--encryption-provider-config: %w", err))
+		}
+	} else if cc.Etcd.EncryptionProviderConfigAutomaticReload {
+		errs = append(errs, errors.New("--encryption-provider-config-automatic-reload needs --encryption-provider-config"))
 	}
 	return errs
 }

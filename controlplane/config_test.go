@@ -3,11 +3,14 @@ package controlplane
 import (
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
 // TestComplete checks what Complete resolves from the settings, each in
@@ -22,6 +25,7 @@ func TestComplete(t *testing.T) {
 		return c
 	}
 	pkiDir := filepath.Join(dir, "pki")
+	ownCert, ownKey := writeKeyPair(t)
 	tests := []struct {
 		name    string
 		edit    func(*Config)
@@ -65,10 +69,10 @@ func TestComplete(t *testing.T) {
 			}},
 		{name: "a serving certificate given is not generated",
 			edit: func(c *Config) {
-				c.SecureServing.ServerCert.CertKey.CertFile, c.SecureServing.ServerCert.CertKey.KeyFile = "/tls.crt", "/tls.key"
+				c.SecureServing.ServerCert.CertKey.CertFile, c.SecureServing.ServerCert.CertKey.KeyFile = ownCert, ownKey
 			},
 			check: func(t *testing.T, cc *completedConfig) {
-				if cc.servingCert || cc.SecureServing.ServerCert.CertKey.CertFile != "/tls.crt" {
+				if cc.servingCert || cc.SecureServing.ServerCert.CertKey.CertFile != ownCert {
 					t.Errorf("generated %t, files %+v", cc.servingCert, cc.SecureServing.ServerCert.CertKey)
 				}
 			}},
@@ -102,6 +106,12 @@ func TestComplete(t *testing.T) {
 					t.Errorf("compaction interval %s", cc.apiserver.Etcd.StorageConfig.CompactionInterval)
 				}
 			}},
+		{name: "a certificate without its key", edit: func(c *Config) { c.SecureServing.ServerCert.CertKey.CertFile = ownCert }, wantErr: "--tls-cert-file is set without --tls-private-key-file"},
+		{name: "a key that is not the certificate's", edit: func(c *Config) {
+			c.SecureServing.ServerCert.CertKey.CertFile, c.SecureServing.ServerCert.CertKey.KeyFile = ownCert, ownCert
+		}, wantErr: "--tls-private-key-file"},
+		{name: "unknown TLS version", edit: func(c *Config) { c.SecureServing.MinTLSVersion = "VersionTLS14" }, wantErr: "--tls-min-version"},
+		{name: "unknown cipher suite", edit: func(c *Config) { c.SecureServing.CipherSuites = []string{"TLS_NOT_A_CIPHER"} }, wantErr: "--tls-cipher-suites"},
 		{name: "port out of range", edit: func(c *Config) { c.SecureServing.BindPort = 65536 }, wantErr: "--secure-port 65536"},
 		{name: "negative compaction interval", edit: func(c *Config) { c.Etcd.StorageConfig.CompactionInterval = -time.Second }, wantErr: "--etcd-compaction-interval"},
 		{name: "loopback advertise address", edit: func(c *Config) { c.GenericServerRun.AdvertiseAddress = net.IPv4(127, 0, 0, 1) }, wantErr: "--advertise-address 127.0.0.1"},
@@ -145,4 +155,27 @@ func TestCompleteLeavesTheGroups(t *testing.T) {
 			c.GenericServerRun.AdvertiseAddress, c.Authentication.ServiceAccounts.Issuers,
 			c.Authentication.ServiceAccounts.KeyFiles, c.SecureServing.ServerCert.CertKey.CertFile)
 	}
+}
+
+// writeKeyPair writes a serving certificate and its key, signed by a CA of
+// their own, and returns their paths.
+func writeKeyPair(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.EnsureCA(dir, "test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := pki.NewServing(ca, pki.ServingSpec{CommonName: "test", DNSNames: []string{"test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, kp.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, kp.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericfeatures "k8s.io/apiserver/pkg/features"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -60,8 +62,12 @@ type Config struct {
 	// when they change. Resources.Listener is the port it names.
 	SecureServing *genericoptions.SecureServingOptions
 	// Etcd is kube-apiserver's etcd group: key prefix, compaction, watch
-	// cache, storage media type. Resources.Etcd is the client.
+	// cache, storage media type, encryption at rest
+	// (--encryption-provider-config). Resources.Etcd is the client.
 	Etcd *genericoptions.EtcdOptions
+	// Audit is kube-apiserver's audit group: policy, log and webhook
+	// backends.
+	Audit *genericoptions.AuditOptions
 	// Authentication is kube-apiserver's authentication group, service
 	// account issuers and keys resolved.
 	Authentication *kubeoptions.BuiltInAuthenticationOptions
@@ -192,15 +198,28 @@ type chainConfig struct {
 	serviceAccounts *serviceAccountTokens
 	// inProcessTokens are the bearer tokens of Config.InProcessUsers.
 	inProcessTokens map[string]string
+	// transformers encrypt and decrypt the resources
+	// --encryption-provider-config lists (encrypted); nil without a
+	// configuration.
+	transformers value.ResourceTransformers
+	encrypted    []schema.GroupResource
+	// close releases what the configuration holds (the encryption
+	// transformers) when no server was built to release it.
+	close func()
 }
 
 // newChainConfig builds the configuration the chain shares that needs no
 // storage: it is built while an embedded etcd member starts.
-func newChainConfig(cfg Config, res Resources) (*chainConfig, error) {
+func newChainConfig(cfg Config, res Resources) (_ *chainConfig, err error) {
 	if err := disablePeerProxy(); err != nil {
 		return nil, err
 	}
-	c := &chainConfig{cfg: cfg, res: res, loopback: &loopback.Transport{}}
+	c := &chainConfig{cfg: cfg, res: res, loopback: &loopback.Transport{}, close: func() {}}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
 	gc := genericapiserver.NewConfig(legacyscheme.Codecs)
 	c.generic = gc
 	if err := cfg.GenericServerRun.ApplyTo(gc); err != nil {
@@ -218,7 +237,6 @@ func newChainConfig(cfg Config, res Resources) (*chainConfig, error) {
 	// kubernetes Endpoints): keep the deprecation warnings out of the logs.
 	c.internalClient = rest.CopyConfig(gc.LoopbackClientConfig)
 	c.internalClient.WarningHandler = rest.NoWarnings{}
-	var err error
 	if c.client, err = kubernetes.NewForConfig(c.internalClient); err != nil {
 		return nil, fmt.Errorf("loopback client: %w", err)
 	}
@@ -252,6 +270,12 @@ func newChainConfig(cfg Config, res Resources) (*chainConfig, error) {
 	if err := applyAdmission(gc, cfg.Admission, c.client, c.informers, c.resources, c.proxyTransport, c.resolver); err != nil {
 		return nil, err
 	}
+	if err := cfg.Audit.ApplyTo(gc); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if c.close, err = c.applyEncryption(); err != nil {
+		return nil, err
+	}
 	// With priority and fairness on, this sets the flow controller that
 	// replaces max-in-flight; its config consumer keeps the FlowSchemas'
 	// and PriorityLevelConfigurations' status.
@@ -269,6 +293,9 @@ func (c *chainConfig) withStorage() (*etcdstore.Backend, *clientv3.Client, error
 		return nil, nil, err
 	}
 	e := c.cfg.Etcd
+	if err := checkDecryptable(context.Background(), client, e.StorageConfig.Prefix, c.storageFactory, c.transformers, c.encrypted); err != nil {
+		return nil, nil, err
+	}
 	backend, err := etcdstore.New(etcdstore.Config{
 		Client:                  client,
 		Prefix:                  e.StorageConfig.Prefix,
@@ -280,6 +307,7 @@ func (c *chainConfig) withStorage() (*etcdstore.Backend, *clientv3.Client, error
 		CompactionInterval:      e.StorageConfig.CompactionInterval,
 		CountMetricPollPeriod:   e.StorageConfig.CountMetricPollPeriod,
 		ObjectCountTracker:      c.generic.StorageObjectCountTracker,
+		Transformers:            c.transformers,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -117,16 +117,21 @@ func New(cfg Config, res Resources) (_ *Server, err error) {
 	}
 	s.Client, s.Loopback, s.internalClient, s.informers, s.loopback = c.client, c.generic.LoopbackClientConfig, c.internalClient, c.informers, c.loopback
 	s.inProcessTokens = c.inProcessTokens
+	s.destroy = c.close
 	if s.storage, s.etcd, err = c.withStorage(); err != nil {
 		return nil, err
 	}
-	s.destroy = s.storage.Destroy
+	s.destroy = func() {
+		s.storage.Destroy()
+		c.close()
+	}
 	if s.crds, err = newExtensionsServer(*c.generic, s.storage, c.informers, c.resolver, cfg.APIServerCount); err != nil {
 		return nil, err
 	}
-	// From here the chain destroys the backend (its compactor) with the
-	// rest, also after a normal stop, when it was left running before.
+	// From here the chain destroys the backend (its compactor) and the
+	// encryption transformers with the rest, also after a normal stop.
 	s.crds.GenericAPIServer.RegisterDestroyFunc(s.storage.Destroy)
+	s.crds.GenericAPIServer.RegisterDestroyFunc(c.close)
 	s.destroy = s.crds.GenericAPIServer.Destroy
 	if err := s.newCoreServer(c); err != nil {
 		return nil, err

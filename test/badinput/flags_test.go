@@ -31,6 +31,14 @@ func TestBadFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(files, "missing")
+	badPolicy := filepath.Join(files, "policy.yaml")
+	if err := os.WriteFile(badPolicy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Loud\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badEncryption := filepath.Join(files, "encryption.yaml")
+	if err := os.WriteFile(badEncryption, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - aescbc:\n      keys:\n      - name: k\n        secret: too-short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	badCRDs := filepath.Join(files, "crds")
 	if err := os.Mkdir(badCRDs, 0o700); err != nil {
 		t.Fatal(err)
@@ -105,6 +113,16 @@ func TestBadFlags(t *testing.T) {
 		{"CRD directory that is a file", []string{"--crd-dir=" + someFile}, "--crd-dir"},
 		{"CRD directory with a malformed manifest", []string{"--crd-dir=" + badCRDs}, "--crd-dir"},
 		{"etcd CA file without etcd servers", []string{"--etcd-cafile=" + someFile}, "--etcd-cafile"},
+		// Security settings, refused before anything is written.
+		{"audit policy with an unknown level", []string{"--audit-policy-file=" + badPolicy}, "--audit-policy-file"},
+		{"missing audit policy", []string{"--audit-policy-file=" + missing}, "--audit-policy-file"},
+		{"encryption config with a short key", []string{"--encryption-provider-config=" + badEncryption}, "--encryption-provider-config"},
+		{"missing encryption config", []string{"--encryption-provider-config=" + missing}, "--encryption-provider-config"},
+		{"reload without an encryption config", []string{"--encryption-provider-config-automatic-reload"}, "--encryption-provider-config"},
+		{"serving certificate that is not PEM", []string{"--tls-cert-file=" + notPEM, "--tls-private-key-file=" + notPEM}, "--tls-cert-file"},
+		{"serving certificate without its key", []string{"--tls-cert-file=" + notPEM}, "--tls-private-key-file"},
+		{"unknown TLS version", []string{"--tls-min-version=VersionTLS14"}, "--tls-min-version"},
+		{"unknown cipher suite", []string{"--tls-cipher-suites=TLS_NOT_A_CIPHER"}, "--tls-cipher-suites"},
 		{"etcd certificate without its key", []string{"--etcd-servers=https://127.0.0.1:1", "--etcd-certfile=" + someFile}, "--etcd-keyfile"},
 		// `kubeboot server`'s own flags, which the apiserver alone has not.
 		{"simulated nodes on the apiserver alone", []string{"--simulated-nodes=1"}, "--simulated-nodes"},

@@ -20,6 +20,7 @@ import (
 	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 	flowcontrolrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
 	"k8s.io/client-go/tools/cache"
@@ -56,6 +57,10 @@ type Config struct {
 	CountMetricPollPeriod time.Duration
 	// ObjectCountTracker receives those counts (may be nil).
 	ObjectCountTracker flowcontrolrequest.StorageObjectCountTracker
+	// Transformers, when set, encrypt and decrypt each resource's values
+	// (kube-apiserver's --encryption-provider-config); unset, values are
+	// stored as they are.
+	Transformers value.ResourceTransformers
 	// Resources, when set, gives each resource its storage version, codec
 	// and key prefix: kube-apiserver's storage factory, so that the data
 	// reads the same in either server. When nil, every resource is stored
@@ -207,7 +212,7 @@ func (b *Backend) decorator(cached bool) generic.StorageDecorator {
 		indexers *cache.Indexers) (storage.Interface, factory.DestroyFunc, error) {
 		versioner := storage.APIObjectVersioner{}
 		raw, err := etcd3.New(b.kclient, b.compactor, config.Codec, newFunc, newListFunc, config.Prefix, resourcePrefix,
-			config.GroupResource, identity.NewEncryptCheckTransformer(), config.LeaseManagerConfig,
+			config.GroupResource, b.transformer(config.GroupResource), config.LeaseManagerConfig,
 			etcd3.NewDefaultDecoder(config.Codec, versioner), versioner)
 		if err != nil {
 			return nil, nil, fmt.Errorf("etcd storage for %s: %w", config.GroupResource, err)
@@ -247,6 +252,15 @@ func (b *Backend) decorator(cached bool) generic.StorageDecorator {
 			})
 		}, nil
 	}
+}
+
+// transformer is how gr's values are encrypted: Config.Transformers' or,
+// without, stored as they are (refusing values that are encrypted).
+func (b *Backend) transformer(gr schema.GroupResource) value.Transformer {
+	if b.cfg.Transformers == nil {
+		return identity.NewEncryptCheckTransformer()
+	}
+	return b.cfg.Transformers.TransformerForResource(gr)
 }
 
 // Raw returns a storage.Interface for objects of gr under resourcePrefix,

@@ -32,11 +32,16 @@ var (
 	servingFlags = []groupFlag{
 		{"bind-address", ""},
 		{"secure-port", "The port on which to serve HTTPS with authentication and authorization. 0 picks a free port."},
+		{"cert-dir", "The directory where the generated serving certificate (apiserver.crt, apiserver.key) is written when --tls-cert-file and --tls-private-key-file are not set. Default: pki in --data-dir."},
+		{"tls-cert-file", ""}, {"tls-private-key-file", ""}, {"tls-sni-cert-key", ""},
+		{"tls-min-version", ""}, {"tls-cipher-suites", ""}, {"tls-curve-preferences", ""},
+		{"http2-max-streams-per-connection", ""}, {"disable-http2-serving", ""},
 	}
 	etcdFlags = []groupFlag{
 		{"etcd-servers", "List of etcd servers to connect with (scheme://ip:port), comma separated. If empty, etcd runs embedded in --data-dir."},
 		{"etcd-cafile", ""}, {"etcd-certfile", ""}, {"etcd-keyfile", ""}, {"etcd-prefix", ""},
 		{"etcd-compaction-interval", ""}, {"watch-cache", ""},
+		{"encryption-provider-config", ""}, {"encryption-provider-config-automatic-reload", ""},
 	}
 )
 
@@ -96,6 +101,8 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	c.Authorization.AddFlags(fs)
 	c.Admission.AddFlags(fs)
 	c.Features.AddFlags(fs)
+	// kube-apiserver's: --audit-policy-file, --audit-log-*, --audit-webhook-*.
+	c.Audit.AddFlags(fs)
 
 	fs.StringVar(&c.CRDDir, "crd-dir", c.CRDDir, "If set, a directory of CustomResourceDefinition manifests (.yaml, .yml, .json) to install at start; the server is ready only once they are established.")
 

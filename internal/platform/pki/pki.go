@@ -25,8 +25,8 @@ const (
 	caValidity   = 10 * 365 * 24 * time.Hour
 	leafValidity = 365 * 24 * time.Hour
 	// renewBefore is how long before expiry a leaf certificate is renewed
-	// on start.
-	renewBefore = 30 * 24 * time.Hour
+	// on start: as k3s, within 90 days.
+	renewBefore = 90 * 24 * time.Hour
 	// clockSkew backdates certificates so that peers with a slightly slow
 	// clock accept them at once.
 	clockSkew = 5 * time.Minute
@@ -322,10 +322,10 @@ func newKeyPair(der []byte, key *ecdsa.PrivateKey) (*KeyPair, error) {
 }
 
 func (kp *KeyPair) write(certPath, keyPath string) error {
-	if err := WriteFile(keyPath, kp.KeyPEM, 0o600); err != nil {
+	if err := WriteFile(keyPath, kp.KeyPEM, fileMode); err != nil {
 		return err
 	}
-	return WriteFile(certPath, kp.CertPEM, 0o644)
+	return WriteFile(certPath, kp.CertPEM, fileMode)
 }
 
 // load reads a PEM certificate and key; a missing file yields an error
@@ -382,6 +382,30 @@ func parseKey(b *pem.Block) (crypto.Signer, error) {
 func publicKeysEqual(a, b crypto.PublicKey) bool {
 	ea, ok := a.(interface{ Equal(crypto.PublicKey) bool })
 	return ok && ea.Equal(b)
+}
+
+// fileMode is every pki file's: certificates too, as the CIS Kubernetes
+// Benchmark asks (1.1.20, 1.1.21).
+const fileMode os.FileMode = 0o600
+
+// TightenModes makes dir 0700 and every file in it 0600, whatever modes an
+// earlier version or a user left them with.
+func TightenModes(dir string) error {
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			if err := os.Chmod(filepath.Join(dir, e.Name()), fileMode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // WriteFile writes data atomically (temporary file, then rename) with the

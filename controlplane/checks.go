@@ -1,0 +1,64 @@
+package controlplane
+
+import (
+	"crypto/tls"
+	"fmt"
+
+	"k8s.io/apiserver/pkg/audit/policy"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	cliflag "k8s.io/component-base/cli/flag"
+)
+
+// The checks Complete makes of files and values that the option groups
+// only read or parse when the server is built (their ApplyTo): a
+// malformed certificate, key, TLS setting or audit policy is refused
+// before anything starts or is written, naming its flag.
+
+// checkKeyPair checks that a certificate and its key are both set and
+// load as a pair.
+func checkKeyPair(certFlag, keyFlag string, ck genericoptions.CertKey) []error {
+	switch {
+	case ck.CertFile == "":
+		return []error{fmt.Errorf("%s is set without %s", keyFlag, certFlag)}
+	case ck.KeyFile == "":
+		return []error{fmt.Errorf("%s is set without %s", certFlag, keyFlag)}
+	}
+	if _, err := tls.LoadX509KeyPair(ck.CertFile, ck.KeyFile); err != nil {
+		return []error{fmt.Errorf("%s %s, %s %s: %w", certFlag, ck.CertFile, keyFlag, ck.KeyFile, err)}
+	}
+	return nil
+}
+
+// checkTLS checks the serving group's TLS settings as its ApplyTo will
+// parse them, and its SNI certificates.
+func checkTLS(s *genericoptions.SecureServingOptions) []error {
+	var errs []error
+	if _, err := cliflag.TLSVersion(s.MinTLSVersion); err != nil {
+		errs = append(errs, fmt.Errorf("--tls-min-version: %w", err))
+	}
+	if _, err := cliflag.TLSCipherSuites(s.CipherSuites); err != nil {
+		errs = append(errs, fmt.Errorf("--tls-cipher-suites: %w", err))
+	}
+	if _, err := cliflag.TLSCurvePreferences(s.CurvePreferences); err != nil {
+		errs = append(errs, fmt.Errorf("--tls-curve-preferences: %w", err))
+	}
+	for _, sni := range s.SNICertKeys {
+		errs = append(errs, checkKeyPair("--tls-sni-cert-key", "--tls-sni-cert-key", genericoptions.CertKey{CertFile: sni.CertFile, KeyFile: sni.KeyFile})...)
+	}
+	return errs
+}
+
+// checkAudit checks the audit group and loads its policy, which
+// kube-apiserver reads only when it builds its backends.
+func (cc *completedConfig) checkAudit() []error {
+	errs := cc.Audit.Validate()
+	if f := cc.Audit.PolicyFile; f != "" {
+		if _, err := policy.LoadPolicyFromFile(f); err != nil {
+			errs = append(errs, fmt.Errorf("--audit-policy-file: %w", err))
+		}
+	} else if cc.Audit.LogOptions.Path != "" || cc.Audit.WebhookOptions.ConfigFile != "" {
+		// As kube-apiserver, which logs it.
+		cc.warnings = append(cc.warnings, "--audit-log-path and --audit-webhook-config-file record no events without --audit-policy-file")
+	}
+	return errs
+}

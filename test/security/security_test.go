@@ -1,0 +1,516 @@
+// Package security checks kubeboot's defaults and kube-apiserver's
+// security settings end to end, on in-process servers: serving TLS,
+// profiling, NodeRestriction, audit, encryption at rest and the data
+// dir's file modes (SECURITY.md names the test of each CIS item).
+package security
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	encryptionconfigcontroller "k8s.io/apiserver/pkg/server/options/encryptionconfig/controller"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/kubeboottest"
+)
+
+func start(t *testing.T, configure func(*controlplane.Config)) *kubeboottest.Server {
+	t.Helper()
+	return kubeboottest.Start(t, kubeboottest.Options{Configure: configure})
+}
+
+func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// tlsDial connects to the server's port with cfg and returns the
+// handshake's error.
+func tlsDial(t *testing.T, srv *kubeboottest.Server, cfg *tls.Config) (*tls.ConnectionState, error) {
+	t.Helper()
+	host := strings.TrimPrefix(srv.URL, "https://")
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", host, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	state := conn.ConnectionState()
+	return &state, nil
+}
+
+// TestTLSMinVersion: --tls-min-version=VersionTLS13 refuses a TLS 1.2
+// client; the default (VersionTLS12) refuses TLS 1.1.
+func TestTLSMinVersion(t *testing.T) {
+	tls13 := start(t, func(c *controlplane.Config) { c.SecureServing.MinTLSVersion = "VersionTLS13" })
+	if _, err := tlsDial(t, tls13, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12}); err == nil {
+		t.Error("a TLS 1.2 client was served under --tls-min-version=VersionTLS13")
+	}
+	if state, err := tlsDial(t, tls13, &tls.Config{InsecureSkipVerify: true}); err != nil {
+		t.Errorf("a TLS 1.3 client: %v", err)
+	} else if state.Version != tls.VersionTLS13 {
+		t.Errorf("a TLS 1.3 client got version %x", state.Version)
+	}
+	byDefault := start(t, nil)
+	if _, err := tlsDial(t, byDefault, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
+		t.Error("a TLS 1.1 client was served by default")
+	}
+}
+
+// TestOwnServingCertificate: --tls-cert-file and --tls-private-key-file
+// are what the server presents, and no certificate is generated in their
+// place.
+func TestOwnServingCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.EnsureCA(dir, "test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := pki.NewServing(ca, pki.ServingSpec{CommonName: "my-apiserver", DNSNames: []string{"my-apiserver.example"},
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, own.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, own.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, func(c *controlplane.Config) {
+		c.SecureServing.ServerCert.CertKey.CertFile, c.SecureServing.ServerCert.CertKey.KeyFile = certFile, keyFile
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	state, err := tlsDial(t, srv, &tls.Config{RootCAs: roots, ServerName: "my-apiserver.example"})
+	if err != nil {
+		t.Fatalf("verifying the served certificate against the given CA: %v", err)
+	}
+	if cn := state.PeerCertificates[0].Subject.CommonName; cn != "my-apiserver" {
+		t.Errorf("served certificate %q, want the given one", cn)
+	}
+	if _, err := os.Stat(filepath.Join(srv.DataDir, "pki", "apiserver.crt")); !os.IsNotExist(err) {
+		t.Errorf("a serving certificate was generated although one was given: %v", err)
+	}
+}
+
+// TestProfilingOffByDefault: /debug/pprof is not served unless
+// --profiling is set (CIS 1.2.16).
+func TestProfilingOffByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		profiling bool
+		want      int
+	}{{"default", false, http.StatusNotFound}, {"--profiling", true, http.StatusOK}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := start(t, func(c *controlplane.Config) { c.Features.EnableProfiling = tc.profiling })
+			var code int
+			clientFor(t, srv.Config).CoreV1().RESTClient().Get().AbsPath("/debug/pprof/").Do(context.Background()).StatusCode(&code)
+			if code != tc.want {
+				t.Errorf("GET /debug/pprof/: %d, want %d", code, tc.want)
+			}
+		})
+	}
+}
+
+// TestNodeRestriction: a node's credentials may label their own Node, but
+// may not change another Node, nor set on their own the labels
+// NodeRestriction keeps for the cluster's admins; with the plugin
+// disabled both are allowed, so the default is what refuses them.
+func TestNodeRestriction(t *testing.T) {
+	const restricted = "node-restriction.kubernetes.io/pool"
+	for _, tc := range []struct {
+		name     string
+		disable  bool
+		wantDeny bool
+	}{{"default", false, true}, {"--disable-admission-plugins=NodeRestriction", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := start(t, func(c *controlplane.Config) {
+				if tc.disable {
+					c.Admission.GenericAdmission.DisablePlugins = []string{"NodeRestriction"}
+				}
+			})
+			ctx := context.Background()
+			admin := clientFor(t, srv.Config)
+			for _, name := range []string{"n1", "n2"} {
+				if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			nodeCfg, err := srv.UserConfig("system:node:n1", "system:nodes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			node := clientFor(t, nodeCfg)
+			label := func(name, key string) error {
+				patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"a"}}}`, key)
+				_, err := node.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				return err
+			}
+			if err := label("n1", "example.com/rack"); err != nil {
+				t.Errorf("node n1 labelling itself: %v", err)
+			}
+			for _, change := range []struct {
+				what, node, key string
+			}{{"labelling node n2", "n2", "example.com/rack"}, {"setting " + restricted + " on itself", "n1", restricted}} {
+				err := label(change.node, change.key)
+				if tc.wantDeny && !apierrors.IsForbidden(err) {
+					t.Errorf("node n1 %s: %v, want Forbidden", change.what, err)
+				}
+				if !tc.wantDeny && err != nil {
+					t.Errorf("node n1 %s without NodeRestriction: %v", change.what, err)
+				}
+			}
+		})
+	}
+}
+
+// auditPolicy records every request at Metadata level, as kube-apiserver
+// reads it.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+`
+
+// TestAudit: with --audit-policy-file and --audit-log-path, a create,
+// update and delete are recorded, each with its user.
+func TestAudit(t *testing.T) {
+	dir := t.TempDir()
+	policyFile, logFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policyFile, []byte(auditPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, func(c *controlplane.Config) {
+		c.Audit.PolicyFile = policyFile
+		c.Audit.LogOptions.Path = logFile
+	})
+	ctx := context.Background()
+	admin := clientFor(t, srv.Config)
+	if _, err := admin.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-configmaps"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "configmaps"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	aliceCfg, err := srv.UserConfig("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := clientFor(t, aliceCfg)
+	cms := alice.CoreV1().ConfigMaps("default")
+	var cm *corev1.ConfigMap
+	// The authorizer sees the new binding through its informer, a moment
+	// after it is stored.
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited"}}, metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("alice creating a ConfigMap: %v", err)
+	}
+	cm.Data = map[string]string{"k": "v"}
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CoreV1().ConfigMaps("default").Delete(ctx, "audited", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]string{"create": "alice", "update": "alice", "delete": "kubeboot-admin"}
+	var found map[string]string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		found = auditedConfigMap(t, logFile, "audited")
+		return len(found) == len(want), nil
+	})
+	if err != nil {
+		t.Fatalf("audit log has %v for ConfigMap default/audited, want %v", found, want)
+	}
+	for verb, user := range want {
+		if found[verb] != user {
+			t.Errorf("%s recorded for user %q, want %q", verb, found[verb], user)
+		}
+	}
+}
+
+// auditedConfigMap returns, by verb, the user of each ResponseComplete
+// event on ConfigMap default/name in the JSON audit log at path.
+func auditedConfigMap(t *testing.T, path, name string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var e struct {
+			Stage, Verb string
+			User        struct{ Username string }
+			ObjectRef   *struct{ Resource, Namespace, Name string }
+		}
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatalf("audit log line %q: %v", line, err)
+		}
+		if e.Stage == "ResponseComplete" && e.ObjectRef != nil && e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == name {
+			out[e.Verb] = e.User.Username
+		}
+	}
+	return out
+}
+
+// writeEncryptionConfig writes an encryption configuration for Secrets
+// with providers (YAML list items) and returns its path.
+func writeEncryptionConfig(t *testing.T, path, providers string) string {
+	t.Helper()
+	config := "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n" + providers
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// aescbc is an aescbc provider with one 32-byte key named name.
+func aescbc(name, key string) string {
+	return fmt.Sprintf("  - aescbc:\n      keys:\n      - name: %s\n        secret: %s\n", name, key)
+}
+
+const (
+	key1 = "c2VjcmV0IGlzIHNlY3VyZSwgc2VjcmV0IGlzIHNlY3I=" // 32 bytes, base64
+	key2 = "YW5vdGhlciBrZXkgb2YgdGhpcnR5LXR3byBieXRlcyE="
+)
+
+// dataDirHolds reports whether any file under dir holds b.
+func dataDirHolds(t *testing.T, dir string, b []byte) bool {
+	t.Helper()
+	found := false
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || found {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		found = bytes.Contains(data, b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// TestEncryptionAtRest: with aescbc a Secret's value is nowhere in the
+// etcd data dir; with identity it is (the test would pass vacuously if
+// the scan could not find it).
+func TestEncryptionAtRest(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		providers string
+		wantFound bool
+	}{
+		{"aescbc", aescbc("key1", key1), false},
+		{"identity", "  - identity: {}\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			config := writeEncryptionConfig(t, filepath.Join(t.TempDir(), "encryption.yaml"), tc.providers)
+			srv := start(t, func(c *controlplane.Config) { c.Etcd.EncryptionProviderConfigFilepath = config })
+			plaintext := "plaintext-" + tc.name + "-" + fmt.Sprint(time.Now().UnixNano())
+			_, err := clientFor(t, srv.Config).CoreV1().Secrets("default").Create(context.Background(), &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"password": plaintext},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dataDirHolds(t, filepath.Join(srv.DataDir, "etcd"), []byte(plaintext)); got != tc.wantFound {
+				t.Errorf("the Secret's value in the etcd data dir: %t, want %t", got, tc.wantFound)
+			}
+		})
+	}
+}
+
+// TestKeyRotation rotates the Secrets' key on a running server
+// (--encryption-provider-config-automatic-reload), as kube-apiserver's
+// documented procedure does: add the new key first, rewrite every Secret,
+// drop the old key. No Secret is lost. A restart with only a key the
+// Secrets were not written with is refused, naming a Secret, rather than
+// serving them as errors.
+func TestKeyRotation(t *testing.T) {
+	// The reload controller looks at the file every minute; the variable
+	// is upstream's, for tests.
+	defer func(d time.Duration) { encryptionconfigcontroller.EncryptionConfigFileChangePollDuration = d }(encryptionconfigcontroller.EncryptionConfigFileChangePollDuration)
+	encryptionconfigcontroller.EncryptionConfigFileChangePollDuration = 100 * time.Millisecond
+	dataDir := t.TempDir()
+	config := writeEncryptionConfig(t, filepath.Join(t.TempDir(), "encryption.yaml"), aescbc("key1", key1))
+	withReload := func(c *controlplane.Config) {
+		c.Etcd.EncryptionProviderConfigFilepath = config
+		c.Etcd.EncryptionProviderConfigAutomaticReload = true
+	}
+	srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir, Configure: withReload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	secrets := clientFor(t, srv.Config).CoreV1().Secrets("default")
+	const n = 20
+	for i := range n {
+		if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i)},
+			StringData: map[string]string{"v": fmt.Sprint(i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// New key first: writes use it, reads still know key1.
+	reloads := successfulReloads(t, srv)
+	writeEncryptionConfig(t, config, aescbc("key2", key2)+aescbc("key1", key1))
+	waitReloaded(t, srv, reloads)
+	list, err := secrets.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		if _, err := secrets.Update(ctx, &s, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("rewriting %s: %v", s.Name, err)
+		}
+	}
+	reloads = successfulReloads(t, srv)
+	writeEncryptionConfig(t, config, aescbc("key2", key2))
+	waitReloaded(t, srv, reloads)
+	for i := range n {
+		s, err := secrets.Get(ctx, fmt.Sprintf("s%d", i), metav1.GetOptions{})
+		if err != nil || string(s.Data["v"]) != fmt.Sprint(i) {
+			t.Fatalf("Secret s%d after rotation: %v, %q", i, err, s.Data["v"])
+		}
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Only key3, which no Secret was written with: refused at start.
+	writeEncryptionConfig(t, config, aescbc("key3", key1))
+	_, err = kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir, Configure: withReload})
+	if err == nil || !strings.Contains(err.Error(), "--encryption-provider-config") || !strings.Contains(err.Error(), "/secrets/default/s") {
+		t.Fatalf("start with a key no Secret was written with: %v, want a refusal naming the flag and a Secret", err)
+	}
+}
+
+// waitReloaded waits until the server has loaded its encryption
+// configuration once more than it had when reloads were counted
+// (kube-apiserver's automatic_reloads_total metric).
+func waitReloaded(t *testing.T, srv *kubeboottest.Server, reloads float64) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return successfulReloads(t, srv) > reloads, nil
+	})
+	if err != nil {
+		t.Fatalf("the encryption configuration was not reloaded: %v", err)
+	}
+}
+
+// successfulReloads is the server's count of successful automatic reloads
+// of its encryption configuration.
+func successfulReloads(t *testing.T, srv *kubeboottest.Server) float64 {
+	t.Helper()
+	data, err := clientFor(t, srv.Config).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "apiserver_encryption_config_controller_automatic_reloads_total{") && strings.Contains(line, `status="success"`) {
+			var v float64
+			if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
+				total += v
+			}
+		}
+	}
+	return total
+}
+
+// TestFileModes: the data dir is 0700 at every start, whatever mode it
+// had, so are pki and the etcd data, every file in pki is 0600,
+// certificates too, and so is admin.kubeconfig (CIS 1.1.11, 1.1.13,
+// 1.1.20, 1.1.21).
+func TestFileModes(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(filepath.Join(dataDir, "pki"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := func() {
+		srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start()
+	// As an earlier version left them, or a user changed them.
+	if err := os.Chmod(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dataDir, "pki", "ca.crt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start()
+	for _, want := range []struct {
+		path string
+		mode fs.FileMode
+	}{{dataDir, 0o700}, {filepath.Join(dataDir, "pki"), 0o700}, {filepath.Join(dataDir, "etcd"), 0o700}, {filepath.Join(dataDir, "admin.kubeconfig"), 0o600}} {
+		if fi, err := os.Stat(want.path); err != nil || fi.Mode().Perm() != want.mode {
+			t.Errorf("%s: mode %v (%v), want %v", want.path, fi.Mode().Perm(), err, want.mode)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dataDir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) == 0 {
+		t.Fatal("no files in pki")
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("pki/%s mode %v, want 0600", e.Name(), info.Mode().Perm())
+		}
+	}
+}
