@@ -70,6 +70,9 @@ type bench struct {
 	settle  time.Duration
 	timeout time.Duration
 	tmpDir  string
+	// args are more kubeboot flags (-arg, repeatable): audit, encryption,
+	// ..., whose cost on start-up is measured by running with and without.
+	args []string
 
 	// controllerManagerBin and schedulerBin are the peer's with -server.
 	controllerManagerBin, schedulerBin string
@@ -100,6 +103,10 @@ func run() int {
 	flag.DurationVar(&b.settle, "settle", 10*time.Second, "how long the server is ready and idle before its RSS is read")
 	flag.DurationVar(&b.timeout, "timeout", 30*time.Second, "how long a start may take from exec to ready")
 	flag.StringVar(&b.tmpDir, "tmpdir", "", "parent of the per-run data dirs (default: $TMPDIR or /tmp)")
+	flag.Func("arg", "another kubeboot flag, as --name=value (repeatable), e.g. -arg=--audit-policy-file=policy.yaml", func(v string) error {
+		b.args = append(b.args, v)
+		return nil
+	})
 	flag.BoolVar(&asJSON, "json", false, "print the results as JSON instead of a table")
 	flag.BoolVar(&targets, "targets", true, "compare the medians to the targets and print PASS/FAIL")
 	flag.BoolVar(&strict, "strict", false, "exit 1 if a target is missed (implies -targets)")
@@ -268,7 +275,7 @@ func (b *bench) startReady(ctx context.Context, dir string, took *time.Duration)
 	if b.server {
 		command = "server"
 	}
-	srv, err := start(b.bin, command, "--data-dir", dir, "--bind-address", "127.0.0.1", "--secure-port", "0")
+	srv, err := start(b.bin, append([]string{command, "--data-dir", dir, "--bind-address", "127.0.0.1", "--secure-port", "0"}, b.args...)...)
 	if err != nil {
 		return nil, err
 	}
