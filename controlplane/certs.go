@@ -23,9 +23,12 @@ const (
 	// pki (apiserver.crt, apiserver.key), as kubeadm's.
 	servingPairName     = "apiserver"
 	adminKubeconfigName = "admin.kubeconfig"
-	// adminUser is the admin certificate's user; system:masters makes it
-	// a superuser once authorization arrives.
-	adminUser = "kubeboot-admin"
+	// superAdminKubeconfigName is kubeadm's super-admin.conf: system:masters,
+	// which no RBAC binding can take away; for break-glass use.
+	superAdminKubeconfigName = "super-admin.kubeconfig"
+	// adminUser and superAdminUser are kubeadm's names for them.
+	adminUser      = "kubernetes-admin"
+	superAdminUser = "kubernetes-super-admin"
 )
 
 type certificates struct {
@@ -38,7 +41,7 @@ type certificates struct {
 	// certificate the server presents to kubelets.
 	kubeletClientCert, kubeletClientKey string
 	loopback                            *pki.KeyPair
-	clientCA                            []byte
+	clientCAFiles                       []string
 	// serviceAccountKey is the file of the key that signs service
 	// account tokens.
 	serviceAccountKey string
@@ -60,9 +63,16 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 			return nil, fmt.Errorf("serving certificate in %s: %w", dir, err)
 		}
 	}
-	admin, err := pki.EnsureClient(dir, "admin", ca, adminUser, []string{"system:masters"})
+	// As kubeadm since 1.29: the admin is cluster-admin through a binding
+	// of its group (bootstrapobjects), which can be revoked; the super
+	// admin is system:masters.
+	admin, err := pki.EnsureClient(dir, "admin", ca, adminUser, []string{kubeadmconstants.ClusterAdminsGroupAndClusterRoleBinding})
 	if err != nil {
 		return nil, fmt.Errorf("admin certificate in %s: %w", dir, err)
+	}
+	superAdmin, err := pki.EnsureClient(dir, "super-admin", ca, superAdminUser, []string{kubeadmconstants.SystemPrivilegedGroup})
+	if err != nil {
+		return nil, fmt.Errorf("super-admin certificate in %s: %w", dir, err)
 	}
 	frontProxyCA, err := pki.EnsureNamedCA(dir, "front-proxy-ca", "kubeboot-front-proxy-ca")
 	if err != nil {
@@ -84,13 +94,9 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service account signing key in %s: %w", dir, err)
 	}
-	clientCA := ca.CertPEM
+	clientCAFiles := []string{filepath.Join(dir, pki.CAName+".crt")}
 	if f := cfg.clientCAFile(); f != "" {
-		extra, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("--client-ca-file: %w", err)
-		}
-		clientCA = append(append(append([]byte{}, clientCA...), '\n'), extra...)
+		clientCAFiles = append(clientCAFiles, f)
 	}
 
 	host := "127.0.0.1"
@@ -98,8 +104,10 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		host = bind.String()
 	}
 	serverURL := "https://" + net.JoinHostPort(host, strconv.Itoa(port))
-	if err := pki.WriteKubeconfig(filepath.Join(cfg.DataDir, adminKubeconfigName), ClusterName, serverURL, ca.CertPEM, admin); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", adminKubeconfigName, err)
+	for name, kp := range map[string]*pki.KeyPair{adminKubeconfigName: admin, superAdminKubeconfigName: superAdmin} {
+		if err := pki.WriteKubeconfig(filepath.Join(cfg.DataDir, name), ClusterName, serverURL, ca.CertPEM, kp); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", name, err)
+		}
 	}
 	// Every file in pki 0600, including those an earlier version wrote
 	// 0644 (CIS 1.1.20).
@@ -124,7 +132,7 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		kubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
 		kubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
 		loopback:          loopback,
-		clientCA:          clientCA,
+		clientCAFiles:     clientCAFiles,
 
 		serviceAccountKey: serviceAccountKey,
 		serverURL:         serverURL,
@@ -132,8 +140,8 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 			Host: serverURL,
 			TLSClientConfig: rest.TLSClientConfig{
 				CAData:   ca.CertPEM,
-				CertData: admin.CertPEM,
-				KeyData:  admin.KeyPEM,
+				CertData: superAdmin.CertPEM,
+				KeyData:  superAdmin.KeyPEM,
 			},
 		},
 	}, nil

@@ -2,11 +2,17 @@ package controlplane
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
 
 	"k8s.io/apiserver/pkg/audit/policy"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
 // The checks Complete makes of files and values that the option groups
@@ -59,6 +65,35 @@ func (cc *completedConfig) checkAudit() []error {
 	} else if cc.Audit.LogOptions.Path != "" || cc.Audit.WebhookOptions.ConfigFile != "" {
 		// As kube-apiserver, which logs it.
 		cc.warnings = append(cc.warnings, "--audit-log-path and --audit-webhook-config-file record no events without --audit-policy-file")
+	}
+	return errs
+}
+
+// checkCAs refuses a data dir whose CA has expired (nothing it signed
+// would be trusted, and the server could not reach itself) and warns of
+// one within pki.RenewBefore of its expiry: CAs are never renewed on
+// their own.
+func (cc *completedConfig) checkCAs() []error {
+	certs, err := pki.Inspect(filepath.Join(cc.DataDir, pkiDirName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return []error{fmt.Errorf("--data-dir %s: %w", cc.DataDir, err)}
+	}
+	now := time.Now()
+	var errs []error
+	for _, c := range certs {
+		if !c.IsCA {
+			continue
+		}
+		switch c.Status(now) {
+		case "expired":
+			errs = append(errs, fmt.Errorf("--data-dir %s: the CA pki/%s.crt (%s) expired on %s: the cluster's certificates are no longer trusted; a new CA means new certificates for every client and node",
+				cc.DataDir, c.Name, c.Subject, c.NotAfter.UTC().Format(time.DateOnly)))
+		case "expires soon":
+			cc.warnings = append(cc.warnings, fmt.Sprintf("the CA pki/%s.crt (%s) expires on %s, in %d days: CAs are not renewed on their own (kubeboot certificate check)",
+				c.Name, c.Subject, c.NotAfter.UTC().Format(time.DateOnly), int(c.NotAfter.Sub(now).Hours()/24)))
+		}
 	}
 	return errs
 }

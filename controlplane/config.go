@@ -144,6 +144,11 @@ type Config struct {
 	// EventTTL is --event-ttl. Default: 1h.
 	EventTTL time.Duration
 
+	// CertificateCheckInterval is how often a running server issues anew
+	// the leaf certificates in pki that are within 90 days of their expiry
+	// or were retired (a start does it too). Default: 1h.
+	CertificateCheckInterval time.Duration
+
 	// Components run in the process beside the API server (Component):
 	// kube-controller-manager, kube-scheduler, simulated nodes, this
 	// host's node. Default: none.
@@ -183,6 +188,9 @@ func (c CompletedConfig) Warnings() []string { return c.warnings }
 const (
 	DefaultSecurePort    = 6443
 	DefaultClusterDomain = "cluster.local"
+	// DefaultCertificateCheckInterval is how often a running server
+	// renews its certificates when they need it.
+	DefaultCertificateCheckInterval = time.Hour
 )
 
 // NewConfig returns every default of a Config, written once here: the
@@ -223,7 +231,8 @@ func NewConfig() Config {
 		Admission:      admission,
 		Features:       features,
 
-		EventTTL: apiserver.DefaultEventTTL,
+		EventTTL:                 apiserver.DefaultEventTTL,
+		CertificateCheckInterval: DefaultCertificateCheckInterval,
 	}
 }
 
@@ -319,6 +328,9 @@ func (c Config) Complete() (CompletedConfig, error) {
 	}
 	if cc.EventTTL <= 0 {
 		errs = append(errs, fmt.Errorf("--event-ttl %s must be positive", cc.EventTTL))
+	}
+	if cc.CertificateCheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("the certificate check interval %s must be positive", cc.CertificateCheckInterval))
 	}
 	if cc.ClusterDomain == "" {
 		errs = append(errs, errors.New("the cluster domain must not be empty"))
@@ -475,6 +487,8 @@ func (cc *completedConfig) checkFiles() ([]crdinstall.CRD, []error) {
 	}
 	if err := pki.Check(filepath.Join(cc.DataDir, pkiDirName)); err != nil {
 		errs = append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
+	} else {
+		errs = append(errs, cc.checkCAs()...)
 	}
 	if cc.embeddedEtcd() {
 		if err := etcd.CheckDataDir(filepath.Join(cc.DataDir, "etcd")); err != nil {

@@ -1,6 +1,13 @@
 package controlplane
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -178,4 +185,70 @@ func writeKeyPair(t *testing.T) (certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
+}
+
+// TestCompleteReportsCAExpiry: an expired CA in the data dir is refused,
+// naming it; one within 90 days of its expiry is a warning.
+func TestCompleteReportsCAExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		expiresIn   time.Duration
+		wantErr     string
+		wantWarning string
+	}{
+		{"expired", -time.Hour, "expired on", ""},
+		{"expiring", 30 * 24 * time.Hour, "", "expires on"},
+		{"valid", 5 * 365 * 24 * time.Hour, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewConfig()
+			c.DataDir = t.TempDir()
+			c.SecureServing.BindAddress = net.IPv4(198, 51, 100, 7)
+			writeCA(t, filepath.Join(c.DataDir, "pki"), time.Now().Add(tc.expiresIn))
+			completed, err := c.Complete()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "pki/ca.crt") {
+					t.Fatalf("Complete: %v, want an error naming pki/ca.crt with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := slices.ContainsFunc(completed.Warnings(), func(w string) bool { return strings.Contains(w, "pki/ca.crt") })
+			if warned != (tc.wantWarning != "") {
+				t.Errorf("warnings %q, want one about pki/ca.crt: %t", completed.Warnings(), tc.wantWarning != "")
+			}
+		})
+	}
+}
+
+// writeCA writes a self-signed CA expiring at notAfter as dir/ca.crt and
+// ca.key.
+func writeCA(t *testing.T, dir string, notAfter time.Time) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "old-ca"},
+		NotBefore: notAfter.Add(-10 * 365 * 24 * time.Hour), NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

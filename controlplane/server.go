@@ -99,11 +99,11 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		s.sharedObjects = sharedobjects.New()
 	}
 	s.api, err = apiserver.New(cfg.apiserver, apiserver.Resources{
-		Listener:     s.listener,
-		ClientCA:     certs.clientCA,
-		LoopbackCert: certs.loopback.CertPEM,
-		LoopbackKey:  certs.loopback.KeyPEM,
-		LoopbackCA:   certs.ca.CertPEM,
+		Listener:      s.listener,
+		ClientCAFiles: certs.clientCAFiles,
+		LoopbackCert:  certs.loopback.CertPEM,
+		LoopbackKey:   certs.loopback.KeyPEM,
+		LoopbackCA:    certs.ca.CertPEM,
 
 		ProxyClientCertFile: certs.frontProxyCert,
 		ProxyClientKeyFile:  certs.frontProxyKey,
@@ -148,8 +148,10 @@ func dialEtcd(ctx context.Context, c storagebackend.TransportConfig) (*clientv3.
 // URL is the https URL the server serves on.
 func (s *Server) URL() string { return s.url }
 
-// AdminConfig returns a client config with cluster-admin rights (the admin
-// certificate of admin.kubeconfig).
+// AdminConfig returns a client config of the super admin
+// (super-admin.kubeconfig's certificate, system:masters), whose rights no
+// RBAC change can take away: for the process's own set-up (the host's
+// node) and tests.
 func (s *Server) AdminConfig() *rest.Config { return rest.CopyConfig(s.admin) }
 
 // WriteUserKubeconfig writes to path (0600) a kubeconfig that
@@ -233,7 +235,10 @@ func (s *Server) Reset(ctx context.Context) error {
 // DataDir returns Config.DataDir, defaulted.
 func (s *Server) DataDir() string { return s.cfg.DataDir }
 
-// AdminKubeconfig is the path of the admin kubeconfig.
+// AdminKubeconfig is the path of the admin kubeconfig: as kubeadm's
+// admin.conf, a user in group kubeadm:cluster-admins, which the
+// ClusterRoleBinding of that name makes cluster-admin.
+// super-admin.kubeconfig beside it is system:masters.
 func (s *Server) AdminKubeconfig() string { return filepath.Join(s.cfg.DataDir, adminKubeconfigName) }
 
 // Ready is closed once /readyz answers 200.
@@ -315,6 +320,7 @@ func (s *Server) Run(ctx context.Context) error {
 		stopAPI()
 	}()
 	go s.watchReady(apiCtx)
+	go s.renewCertificates(apiCtx)
 	go s.watchComponentsReady(apiCtx)
 	errCh := make(chan error, 1)
 	go func() { errCh <- s.api.Run(apiCtx) }()
@@ -477,4 +483,44 @@ func notifySystemd(socket string) error {
 	defer conn.Close()
 	_, err = conn.Write([]byte("READY=1"))
 	return err
+}
+
+// renewCertificates issues anew, every Config.CertificateCheckInterval,
+// the leaf certificates in pki that are within pki.RenewBefore of their
+// expiry or were retired (`kubeboot certificate rotate`), as a start
+// does: the serving, front-proxy and kubelet client certificates are
+// reloaded from their files without a restart; the kubeconfigs are
+// rewritten for their next reader.
+func (s *Server) renewCertificates(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	dir := filepath.Join(s.cfg.DataDir, pkiDirName)
+	port := s.listener.Addr().(*net.TCPAddr).Port
+	ticker := time.NewTicker(s.cfg.CertificateCheckInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		before, err := pki.Inspect(dir)
+		if err != nil {
+			logger.Error(err, "Checking the certificates")
+			continue
+		}
+		if _, err := ensureCertificates(s.cfg, port); err != nil {
+			logger.Error(err, "Renewing the certificates")
+			continue
+		}
+		after, err := pki.Inspect(dir)
+		if err != nil {
+			logger.Error(err, "Checking the certificates")
+			continue
+		}
+		for _, c := range after {
+			if !slices.ContainsFunc(before, func(b pki.Certificate) bool { return b.Name == c.Name && b.NotAfter.Equal(c.NotAfter) }) {
+				logger.Info("Issued a new certificate", "name", c.Name, "notAfter", c.NotAfter)
+			}
+		}
+	}
 }

@@ -96,20 +96,17 @@ func newServiceAccountTokens(o *kubeoptions.ServiceAccountAuthenticationOptions,
 }
 
 // applyAuthentication sets up the authenticators o describes (it is not
-// modified), client certificates signed by clientCA (when set; it holds
-// the generated CA and --client-ca-file's), and anonymous requests on
-// anonymousPaths only. With o's defaults: service account tokens are
-// looked up, so a deleted account's tokens stop working.
-func applyAuthentication(gc *genericapiserver.Config, group *kubeoptions.BuiltInAuthenticationOptions, clientCA []byte, client kubernetes.Interface, factory informers.SharedInformerFactory) error {
+// modified), client certificates signed by clientCA (the generated CA and
+// --client-ca-file's), and anonymous requests on anonymousPaths only. With
+// o's defaults: service account tokens are looked up, so a deleted
+// account's tokens stop working.
+func applyAuthentication(gc *genericapiserver.Config, group *kubeoptions.BuiltInAuthenticationOptions, clientCA dynamiccertificates.CAContentProvider,
+	client kubernetes.Interface, factory informers.SharedInformerFactory) error {
 	o := *group
-	if o.ClientCert != nil && len(clientCA) > 0 {
+	if o.ClientCert != nil {
 		clientCert := *o.ClientCert
 		o.ClientCert = &clientCert
-		ca, err := dynamiccertificates.NewStaticCAContent("client-ca", clientCA)
-		if err != nil {
-			return fmt.Errorf("client CA: %w", err)
-		}
-		o.ClientCert.CAContentProvider = ca
+		o.ClientCert.CAContentProvider = clientCA
 	}
 	if err := o.ApplyTo(context.Background(), &gc.Authentication, gc.SecureServing, nil, gc.OpenAPIConfig, gc.OpenAPIV3Config,
 		client, factory, gc.APIServerID); err != nil {
@@ -226,13 +223,24 @@ func applyAdmission(gc *genericapiserver.Config, o *kubeoptions.AdmissionOptions
 	return nil
 }
 
-// clusterAuthenticationInfo is what the cluster-authentication-info
-// controller publishes in kube-system/extension-apiserver-authentication.
-func clusterAuthenticationInfo(cfg Resources) (clusterauthenticationtrust.ClusterAuthenticationInfo, error) {
-	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", cfg.ClientCA)
-	if err != nil {
-		return clusterauthenticationtrust.ClusterAuthenticationInfo{}, fmt.Errorf("client CA: %w", err)
+// dynamicCAs are the CA bundles in files, each reloaded when its file
+// changes, as one provider.
+func dynamicCAs(purpose string, files []string) (dynamiccertificates.CAContentProvider, error) {
+	providers := make([]dynamiccertificates.CAContentProvider, 0, len(files))
+	for _, f := range files {
+		p, err := dynamiccertificates.NewDynamicCAContentFromFile(purpose, f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", purpose, err)
+		}
+		providers = append(providers, p)
 	}
+	return dynamiccertificates.NewUnionCAContentProvider(providers...), nil
+}
+
+// clusterAuthenticationInfo is what the cluster-authentication-info
+// controller publishes in kube-system/extension-apiserver-authentication:
+// clientCA, and the front-proxy CA of cfg.
+func clusterAuthenticationInfo(cfg Resources, clientCA dynamiccertificates.CAContentProvider) (clusterauthenticationtrust.ClusterAuthenticationInfo, error) {
 	info := clusterauthenticationtrust.ClusterAuthenticationInfo{ClientCA: clientCA}
 	if len(cfg.RequestHeaderCA) > 0 {
 		rh, err := dynamiccertificates.NewStaticCAContent("request-header", cfg.RequestHeaderCA)

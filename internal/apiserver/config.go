@@ -121,8 +121,10 @@ type Config struct {
 type Resources struct {
 	// Listener is the secure port, already bound. Required.
 	Listener net.Listener
-	// ClientCA is the PEM bundle that signs accepted client certificates.
-	ClientCA []byte
+	// ClientCAFiles are the PEM bundles of the CAs that sign accepted client
+	// certificates (the cluster CA's, and --client-ca-file); each is reloaded
+	// when its file changes.
+	ClientCAFiles []string
 	// LoopbackCert and LoopbackKey are a PEM pair for the server's own
 	// clients (SNI name apiserver-loopback-client), signed by LoopbackCA.
 	LoopbackCert, LoopbackKey, LoopbackCA []byte
@@ -198,6 +200,8 @@ type chainConfig struct {
 	serviceAccounts *serviceAccountTokens
 	// inProcessTokens are the bearer tokens of Config.InProcessUsers.
 	inProcessTokens map[string]string
+	// clientCA is Resources.ClientCAFiles' CAs, reloaded from their files.
+	clientCA dynamiccertificates.CAContentProvider
 	// transformers encrypt and decrypt the resources
 	// --encryption-provider-config lists (encrypted); nil without a
 	// configuration.
@@ -259,7 +263,10 @@ func newChainConfig(cfg Config, res Resources) (_ *chainConfig, err error) {
 	// Authentication adds its security definitions to the OpenAPI
 	// configuration, which the core server keeps.
 	withOpenAPI(gc)
-	if err := applyAuthentication(gc, cfg.Authentication, res.ClientCA, c.client, c.informers); err != nil {
+	if c.clientCA, err = dynamicCAs("client-ca", res.ClientCAFiles); err != nil {
+		return nil, err
+	}
+	if err := applyAuthentication(gc, cfg.Authentication, c.clientCA, c.client, c.informers); err != nil {
 		return nil, err
 	}
 	c.inProcessTokens = addInProcessUsers(gc, cfg.InProcessUsers)

@@ -163,7 +163,7 @@ func (s *Server) newCoreServer(c *chainConfig) error {
 	// Served lazily by installOpenAPI.
 	gc.SkipOpenAPIInstallation = true
 	s.openAPIV3 = gc.OpenAPIV3Config
-	authInfo, err := clusterAuthenticationInfo(c.res)
+	authInfo, err := clusterAuthenticationInfo(c.res, c.clientCA)
 	if err != nil {
 		return err
 	}

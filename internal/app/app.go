@@ -66,6 +66,9 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
   kubeboot proxy                kube-proxy (nftables or iptables)
   kubeboot kubelet              the kubelet (cgroup v2 and a CRI runtime such as containerd)
 
+  kubeboot certificate check    list the data dir's certificates with their expiry
+  kubeboot certificate rotate   retire leaf certificates so that new ones are issued
+
 A link to this binary named after a server (kube-apiserver,
 kube-controller-manager, kube-scheduler, kube-proxy, kubelet) runs that
 server.`,
@@ -84,6 +87,6 @@ server.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newVersionCommand())
 	return root
 }

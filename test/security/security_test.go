@@ -7,19 +7,26 @@ package security
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io/fs"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +36,7 @@ import (
 	encryptionconfigcontroller "k8s.io/apiserver/pkg/server/options/encryptionconfig/controller"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
@@ -250,7 +258,7 @@ func TestAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	want := map[string]string{"create": "alice", "update": "alice", "delete": "kubeboot-admin"}
+	want := map[string]string{"create": "alice", "update": "alice", "delete": "kubernetes-super-admin"}
 	var found map[string]string
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		found = auditedConfigMap(t, logFile, "audited")
@@ -492,7 +500,7 @@ func TestFileModes(t *testing.T) {
 	for _, want := range []struct {
 		path string
 		mode fs.FileMode
-	}{{dataDir, 0o700}, {filepath.Join(dataDir, "pki"), 0o700}, {filepath.Join(dataDir, "etcd"), 0o700}, {filepath.Join(dataDir, "admin.kubeconfig"), 0o600}} {
+	}{{dataDir, 0o700}, {filepath.Join(dataDir, "pki"), 0o700}, {filepath.Join(dataDir, "etcd"), 0o700}, {filepath.Join(dataDir, "admin.kubeconfig"), 0o600}, {filepath.Join(dataDir, "super-admin.kubeconfig"), 0o600}} {
 		if fi, err := os.Stat(want.path); err != nil || fi.Mode().Perm() != want.mode {
 			t.Errorf("%s: mode %v (%v), want %v", want.path, fi.Mode().Perm(), err, want.mode)
 		}
@@ -511,6 +519,133 @@ func TestFileModes(t *testing.T) {
 		}
 		if info.Mode().Perm() != 0o600 {
 			t.Errorf("pki/%s mode %v, want 0600", e.Name(), info.Mode().Perm())
+		}
+	}
+}
+
+// TestAdminKubeconfigs: as kubeadm's, admin.kubeconfig is a user in group
+// kubeadm:cluster-admins, cluster-admin through a binding an admin can
+// revoke; super-admin.kubeconfig is system:masters, which keeps working.
+func TestAdminKubeconfigs(t *testing.T) {
+	srv := start(t, nil)
+	ctx := context.Background()
+	load := func(name string) kubernetes.Interface {
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(srv.DataDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return clientFor(t, cfg)
+	}
+	admin, superAdmin := load("admin.kubeconfig"), load("super-admin.kubeconfig")
+	review, err := admin.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := review.Status.UserInfo; u.Username != "kubernetes-admin" || !slices.Contains(u.Groups, "kubeadm:cluster-admins") || slices.Contains(u.Groups, "system:masters") {
+		t.Errorf("admin.kubeconfig is %q in %v, want kubernetes-admin in kubeadm:cluster-admins, not system:masters", u.Username, u.Groups)
+	}
+	listSecrets := func(c kubernetes.Interface) error {
+		_, err := c.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+		return err
+	}
+	if err := listSecrets(admin); err != nil {
+		t.Errorf("admin listing kube-system's Secrets: %v", err)
+	}
+	if err := superAdmin.RbacV1().ClusterRoleBindings().Delete(ctx, "kubeadm:cluster-admins", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return apierrors.IsForbidden(listSecrets(admin)), nil
+	})
+	if err != nil {
+		t.Errorf("admin still allowed once kubeadm:cluster-admins is deleted: %v", err)
+	}
+	if err := listSecrets(superAdmin); err != nil {
+		t.Errorf("super admin listing kube-system's Secrets: %v", err)
+	}
+}
+
+// TestCertificateRenewal: a running server issues a new serving
+// certificate, and serves it without a restart, when its own is within 90
+// days of its expiry and when `kubeboot certificate rotate` retired it;
+// `certificate check` lists them.
+func TestCertificateRenewal(t *testing.T) {
+	dataDir := t.TempDir()
+	srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir,
+		Configure: func(c *controlplane.Config) { c.CertificateCheckInterval = 100 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	pkiDir := filepath.Join(dataDir, "pki")
+	ca, err := pki.EnsureCA(pkiDir, "unused: the data dir has its CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	served := func() *x509.Certificate {
+		state, err := tlsDial(t, srv, &tls.Config{RootCAs: roots, ServerName: "localhost"})
+		if err != nil {
+			t.Fatalf("the served certificate does not verify against the cluster CA: %v", err)
+		}
+		return state.PeerCertificates[0]
+	}
+	waitServed := func(what string, ok func(*x509.Certificate) bool) {
+		t.Helper()
+		var last *x509.Certificate
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			last = served()
+			return ok(last), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: still serving serial %s, expiring %s", what, last.SerialNumber, last.NotAfter)
+		}
+	}
+
+	// A certificate 30 days from its expiry, as a clock set forward by
+	// eleven months would see the one issued at start.
+	first := served()
+	soon := *first
+	soon.SerialNumber = big.NewInt(42)
+	soon.NotBefore, soon.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(30*24*time.Hour)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &soon, ca.Cert, key.Public(), ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key first: the server's reload takes both once the certificate
+	// matches.
+	if err := os.WriteFile(filepath.Join(pkiDir, "apiserver.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkiDir, "apiserver.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitServed("renewal within 90 days of expiry", func(c *x509.Certificate) bool {
+		return c.SerialNumber.Cmp(first.SerialNumber) != 0 && c.SerialNumber.Int64() != 42 && time.Until(c.NotAfter) > 300*24*time.Hour
+	})
+
+	renewed := served()
+	if _, err := pki.Retire(pkiDir, []string{"apiserver"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitServed("renewal after rotate", func(c *x509.Certificate) bool { return c.SerialNumber.Cmp(renewed.SerialNumber) != 0 })
+
+	certs, err := pki.Inspect(pkiDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range certs {
+		if status := c.Status(time.Now()); status != "ok" {
+			t.Errorf("certificate %s: %s", c.Name, status)
 		}
 	}
 }

@@ -24,9 +24,10 @@ import (
 const (
 	caValidity   = 10 * 365 * 24 * time.Hour
 	leafValidity = 365 * 24 * time.Hour
-	// renewBefore is how long before expiry a leaf certificate is renewed
-	// on start: as k3s, within 90 days.
-	renewBefore = 90 * 24 * time.Hour
+	// RenewBefore is how long before its expiry a leaf certificate is
+	// issued anew (by the server, at start and while it runs): as k3s,
+	// within 90 days.
+	RenewBefore = 90 * 24 * time.Hour
 	// clockSkew backdates certificates so that peers with a slightly slow
 	// clock accept them at once.
 	clockSkew = 5 * time.Minute
@@ -264,7 +265,7 @@ func ParseCertificates(path string, data []byte) ([]*x509.Certificate, error) {
 
 // usable reports whether kp was signed by ca and is valid for a while.
 func usable(kp, ca *KeyPair) bool {
-	if time.Now().Add(renewBefore).After(kp.Cert.NotAfter) {
+	if time.Now().Add(RenewBefore).After(kp.Cert.NotAfter) {
 		return false
 	}
 	return kp.Cert.CheckSignatureFrom(ca.Cert) == nil

@@ -20,8 +20,11 @@ package bootstrapobjects
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -153,6 +156,19 @@ func waitForSync(ctx context.Context, what string, synced []cache.InformerSynced
 }
 
 // rbacTasks reconciles each object of upstream's bootstrap policy.
+// kubeadmClusterRoleBindings are kubeadm's additions to the bootstrap
+// policy that kubeboot's clusters have: kubeadm:cluster-admins, whose group
+// the admin kubeconfig's user is in (kubeadm 1.29+), bound to
+// cluster-admin.
+func kubeadmClusterRoleBindings() []rbacv1.ClusterRoleBinding {
+	return []rbacv1.ClusterRoleBinding{{
+		ObjectMeta: metav1.ObjectMeta{Name: kubeadmconstants.ClusterAdminsGroupAndClusterRoleBinding,
+			Annotations: map[string]string{rbacv1.AutoUpdateAnnotationKey: "true"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: kubeadmconstants.ClusterAdminsGroupAndClusterRoleBinding}},
+	}}
+}
+
 func rbacTasks(client kubernetes.Interface, informers rbacinformers.Interface) []func() error {
 	rbac := client.RbacV1()
 	namespaces := client.CoreV1().Namespaces()
@@ -168,7 +184,7 @@ func rbacTasks(client kubernetes.Interface, informers rbacinformers.Interface) [
 			Confirm: true,
 		}))
 	}
-	for _, binding := range append(bootstrappolicy.ClusterRoleBindings(), bootstrappolicy.ControllerRoleBindings()...) {
+	for _, binding := range slices.Concat(bootstrappolicy.ClusterRoleBindings(), bootstrappolicy.ControllerRoleBindings(), kubeadmClusterRoleBindings()) {
 		tasks = append(tasks, reconcileBinding("clusterrolebinding", binding.Name, "", reconciliation.ReconcileRoleBindingOptions{
 			RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: &binding},
 			Client:      clusterRoleBindings,
