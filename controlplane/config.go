@@ -25,6 +25,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/internal/platform/network"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
 )
 
 // Config is a control plane's settings: kube-apiserver's option groups
@@ -62,6 +63,12 @@ type Config struct {
 	// --encryption-provider-config (none) and
 	// --encryption-provider-config-automatic-reload.
 	Etcd *genericoptions.EtcdOptions
+	// SecretsEncryption is k3s's --secrets-encryption: Secrets are
+	// encrypted at rest with an aescbc key generated on first start, in a
+	// configuration kept in DataDir (encryption/config.yaml) and reloaded
+	// when `kubeboot secrets-encrypt rotate-keys` changes it. It excludes
+	// --encryption-provider-config. Default: off.
+	SecretsEncryption bool
 	// Audit is kube-apiserver's audit group: --audit-policy-file (none:
 	// no events), the log backend (--audit-log-path, --audit-log-maxage,
 	// --audit-log-maxbackup, --audit-log-maxsize, --audit-log-format, ...)
@@ -178,7 +185,10 @@ type completedConfig struct {
 	// servingCert is set when the serving certificate is generated (no
 	// --tls-cert-file): New writes it to SecureServing's files.
 	servingCert bool
-	warnings    []string
+	// secretsEncryptionConfig is set when New writes the
+	// --secrets-encryption configuration, if missing.
+	secretsEncryptionConfig bool
+	warnings                []string
 }
 
 // Warnings lists what Complete defaulted that a user should know about.
@@ -407,10 +417,21 @@ func (c *Config) requireGroups() error {
 	return nil
 }
 
-// completeEtcd checks the etcd group: embedded etcd unless --etcd-servers
-// names a cluster, whose TLS files must exist.
+// completeEtcd resolves --secrets-encryption into a copy of the etcd
+// group, and checks it: embedded etcd unless --etcd-servers names a
+// cluster, whose TLS files must exist.
 func (cc *completedConfig) completeEtcd() []error {
 	var errs []error
+	etcd := *cc.Etcd
+	cc.Etcd = &etcd
+	if cc.SecretsEncryption {
+		if etcd.EncryptionProviderConfigFilepath != "" {
+			errs = append(errs, errors.New("--secrets-encryption and --encryption-provider-config exclude each other: one keeps its configuration in --data-dir, the other is yours"))
+		}
+		etcd.EncryptionProviderConfigFilepath = secretsencryption.ConfigPath(cc.DataDir)
+		etcd.EncryptionProviderConfigAutomaticReload = true
+		cc.secretsEncryptionConfig = true
+	}
 	t := cc.Etcd.StorageConfig.Transport
 	if len(t.ServerList) == 0 && (t.TrustedCAFile != "" || t.CertFile != "" || t.KeyFile != "") {
 		errs = append(errs, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers"))
@@ -434,7 +455,9 @@ func (cc *completedConfig) completeEtcd() []error {
 	if cc.Etcd.StorageConfig.CompactionInterval < 0 {
 		errs = append(errs, fmt.Errorf("--etcd-compaction-interval %s must not be negative", cc.Etcd.StorageConfig.CompactionInterval))
 	}
-	if f := cc.Etcd.EncryptionProviderConfigFilepath; f != "" {
+	if _, err := os.Stat(cc.Etcd.EncryptionProviderConfigFilepath); cc.secretsEncryptionConfig && errors.Is(err, os.ErrNotExist) {
+		// Written by New, on first start.
+	} else if f := cc.Etcd.EncryptionProviderConfigFilepath; f != "" {
 		// Loaded once to check it, as the server will load it: a
 		// malformed file or an unknown provider is refused before
 		// anything is written.

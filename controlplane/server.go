@@ -26,6 +26,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
 	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 )
 
@@ -79,6 +80,13 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	}()
 	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return nil, err
+	}
+	if cfg.secretsEncryptionConfig {
+		if created, err := secretsencryption.Ensure(cfg.Etcd.EncryptionProviderConfigFilepath, time.Now()); err != nil {
+			return nil, fmt.Errorf("--secrets-encryption: %w", err)
+		} else if created {
+			klog.FromContext(ctx).Info("Secrets are encrypted at rest with a new key", "config", cfg.Etcd.EncryptionProviderConfigFilepath)
+		}
 	}
 	serving := cfg.SecureServing
 	l, err := net.Listen("tcp", net.JoinHostPort(serving.BindAddress.String(), strconv.Itoa(serving.BindPort)))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -11,6 +13,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
 	encryptionconfigcontroller "k8s.io/apiserver/pkg/server/options/encryptionconfig/controller"
+	encryptionconfigmetrics "k8s.io/apiserver/pkg/server/options/encryptionconfig/metrics"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage/value"
 )
@@ -19,6 +22,22 @@ import (
 // --encryption-provider-config when the file changes
 // (--encryption-provider-config-automatic-reload).
 const hookEncryptionReload = "start-encryption-provider-config-automatic-reload"
+
+// encryptionReloadPeriod is how often the reload controller looks at the
+// file: a second, where kube-apiserver's looks every minute, so that a key
+// rotation (kubeboot secrets-encrypt rotate-keys, which waits for each
+// reload) takes seconds. Reading and hashing a small file each second
+// costs nothing measurable.
+const encryptionReloadPeriod = time.Second
+
+// shortenEncryptionReloadPeriod sets the reload period, upstream's package
+// variable, once per process and before any reload controller reads it,
+// unless it is shorter already (a test's).
+var shortenEncryptionReloadPeriod = sync.OnceFunc(func() {
+	if encryptionconfigcontroller.EncryptionConfigFileChangePollDuration > encryptionReloadPeriod {
+		encryptionconfigcontroller.EncryptionConfigFileChangePollDuration = encryptionReloadPeriod
+	}
+})
 
 // applyEncryption loads --encryption-provider-config into the
 // transformers the storage encrypts and decrypts resources with, as
@@ -46,6 +65,9 @@ func (c *chainConfig) applyEncryption() (close func(), err error) {
 	for gr := range loaded.Transformers {
 		c.encrypted = append(c.encrypted, gr)
 	}
+	// As kube-apiserver: the loaded file's hash, which tools compare with
+	// the file's (kubeboot secrets-encrypt).
+	encryptionconfigmetrics.RecordEncryptionConfigLastConfigInfo(gc.APIServerID, loaded.EncryptionFileContentHash)
 	// As kube-apiserver's: on /healthz and /readyz, not /livez (a KMS
 	// plugin that is down must not get the server restarted).
 	if !e.EncryptionProviderConfigAutomaticReload {
@@ -60,6 +82,7 @@ func (c *chainConfig) applyEncryption() (close func(), err error) {
 	dynamic := encryptionconfig.NewDynamicTransformers(loaded.Transformers, loaded.HealthChecks[0], close, loaded.KMSCloseGracePeriod)
 	gc.HealthzChecks = append(gc.HealthzChecks, dynamic)
 	gc.ReadyzChecks = append(gc.ReadyzChecks, dynamic)
+	shortenEncryptionReloadPeriod()
 	err = gc.AddPostStartHook(hookEncryptionReload, func(genericapiserver.PostStartHookContext) error {
 		reload := encryptionconfigcontroller.NewDynamicEncryptionConfiguration("encryption-provider-config-automatic-reload-controller",
 			e.EncryptionProviderConfigFilepath, dynamic, loaded.EncryptionFileContentHash, gc.APIServerID)

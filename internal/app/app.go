@@ -68,6 +68,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 
   kubeboot certificate check    list the data dir's certificates with their expiry
   kubeboot certificate rotate   retire leaf certificates so that new ones are issued
+  kubeboot secrets-encrypt      status and rotate-keys of --secrets-encryption
 
 A link to this binary named after a server (kube-apiserver,
 kube-controller-manager, kube-scheduler, kube-proxy, kubelet) runs that
@@ -87,6 +88,6 @@ server.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newVersionCommand())
 	return root
 }

@@ -1,0 +1,147 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
+	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
+)
+
+// newSecretsEncryptCommand is k3s's `secrets-encrypt` for a server
+// started with --secrets-encryption: status counts the Secrets by the key
+// that encrypted them, rotate-keys rotates the key on the running server.
+func newSecretsEncryptCommand() *cobra.Command {
+	dataDir := controlplane.DefaultDataDir()
+	prefix := etcdstore.DefaultPrefix
+	cmd := &cobra.Command{
+		Use:   "secrets-encrypt",
+		Short: "Show and rotate the encryption of Secrets at rest (--secrets-encryption)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", dataDir, "The data directory of the running server (started with --secrets-encryption, on embedded etcd).")
+	cmd.PersistentFlags().StringVar(&prefix, "etcd-prefix", prefix, "The server's --etcd-prefix.")
+
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Count the Secrets by the key that encrypted them",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			etcd, err := dataDirEtcd(dataDir)
+			if err != nil {
+				return err
+			}
+			defer etcd.Close()
+			st, err := secretsencryption.ReadStatus(cmd.Context(), secretsencryption.ConfigPath(dataDir), etcd, prefix)
+			if err != nil {
+				return fmt.Errorf("--data-dir %s: %w", dataDir, err)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Encryption: aescbc, writing with %s; reading %s\n", st.Keys[0], strings.Join(st.Keys, ", "))
+			names := make([]string, 0, len(st.Secrets))
+			for k := range st.Secrets {
+				names = append(names, k)
+			}
+			slices.Sort(names)
+			for _, k := range names {
+				fmt.Fprintf(out, "Secrets encrypted with %s: %d\n", k, st.Secrets[k])
+			}
+			return nil
+		},
+	}
+	rotate := &cobra.Command{
+		Use:   "rotate-keys",
+		Short: "Rotate the key: a new key first, every Secret re-encrypted with it, the old keys dropped",
+		Long: `Rotate the key of a server started with --secrets-encryption, while it runs: a new
+aescbc key is added first (the server reloads the configuration and writes with it),
+every Secret is re-encrypted with it in etcd (a Secret written meanwhile is read
+again), then the old keys are dropped. No Secret is left on an old key; progress
+is reported every 1,000 Secrets.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			etcd, err := dataDirEtcd(dataDir)
+			if err != nil {
+				return err
+			}
+			defer etcd.Close()
+			admin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "super-admin.kubeconfig"))
+			if err != nil {
+				return fmt.Errorf("--data-dir %s: %w", dataDir, err)
+			}
+			client, err := kubernetes.NewForConfig(admin)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			start := time.Now()
+			rotated, err := secretsencryption.Rotation{
+				Path:   secretsencryption.ConfigPath(dataDir),
+				Client: etcd,
+				Prefix: prefix,
+				Loaded: func(ctx context.Context, hash string) error { return waitEncryptionConfigLoaded(ctx, client, hash) },
+				Progress: func(done, total int) {
+					fmt.Fprintf(out, "re-encrypted %d of %d Secrets\n", done, total)
+				},
+			}.Run(cmd.Context(), start)
+			if err != nil {
+				return fmt.Errorf("rotate-keys: %w", err)
+			}
+			took := rotated.Reencrypted.Seconds()
+			fmt.Fprintf(out, "re-encrypted %d Secrets in %s (%.0f/s); rotated to key %s in %s\n", rotated.Secrets,
+				rotated.Reencrypted.Round(time.Millisecond), float64(rotated.Secrets)/max(took, 1e-9), rotated.Key, time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.AddCommand(status, rotate)
+	return cmd
+}
+
+// dataDirEtcd is a client of the embedded etcd of the server on dataDir,
+// through its socket in the data dir.
+func dataDirEtcd(dataDir string) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"unix://" + filepath.Join(dataDir, "etcd", "etcd.sock")},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir %s: the server's etcd: %w", dataDir, err)
+	}
+	return c, nil
+}
+
+// waitEncryptionConfigLoaded waits, up to a minute, until the server
+// reports that the encryption configuration it uses has the file content
+// hash (kube-apiserver's apiserver_encryption_config_controller_last_config_info).
+func waitEncryptionConfigLoaded(ctx context.Context, client kubernetes.Interface, hash string) error {
+	want := fmt.Sprintf(`hash=%q`, hash)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		metrics, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, line := range strings.Split(string(metrics), "\n") {
+			if strings.HasPrefix(line, "apiserver_encryption_config_controller_last_config_info{") && strings.Contains(line, want) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the server did not load the new encryption configuration within a minute (is it running, with --secrets-encryption?): %w", err)
+	}
+	return nil
+}
