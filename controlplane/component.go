@@ -2,9 +2,13 @@ package controlplane
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 
@@ -132,5 +136,35 @@ func (cc *completedConfig) componentSettings() Settings {
 		ServiceAccountKeyFile: cc.ServiceAccountSigningKeyFile,
 		ServiceClusterIPRange: cc.ServiceClusterIPRange,
 		kubeconfigs:           &cc.componentKubeconfigs,
+	}
+}
+
+// GrantClusterRole is a Needs.Grant that gives user a ClusterRole name
+// with rules, bound to it by a ClusterRoleBinding of the same name, both
+// created or brought back to these rules.
+func GrantClusterRole(name, user string, rules ...rbacv1.PolicyRule) func(context.Context, kubernetes.Interface) error {
+	return func(ctx context.Context, client kubernetes.Interface) error {
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		}
+		roles, bindings := client.RbacV1().ClusterRoles(), client.RbacV1().ClusterRoleBindings()
+		_, err := roles.Update(ctx, role, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = roles.Create(ctx, role, metav1.CreateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("ClusterRole %s: %w", name, err)
+		}
+		_, err = bindings.Update(ctx, binding, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = bindings.Create(ctx, binding, metav1.CreateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("ClusterRoleBinding %s: %w", name, err)
+		}
+		return nil
 	}
 }

@@ -151,6 +151,13 @@ type Config struct {
 	// EventTTL is --event-ttl. Default: 1h.
 	EventTTL time.Duration
 
+	// KubeletCertificateAuthority is --kubelet-certificate-authority: the
+	// CA bundle the kubelets' serving certificates are verified against
+	// when the server reaches them (logs, exec, port-forward, proxy).
+	// Default: the cluster CA, which signs the serving certificates of
+	// `kubeboot server`'s nodes (their CSRs approved by kubeletserving).
+	KubeletCertificateAuthority string
+
 	// CertificateCheckInterval is how often a running server issues anew
 	// the leaf certificates in pki that are within 90 days of their expiry
 	// or were retired (a start does it too). Default: 1h.
@@ -282,6 +289,13 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if cc.ServiceAccountSigningKeyFile == "" {
 		cc.ServiceAccountSigningKeyFile = filepath.Join(pkiDir, pki.ServiceAccountKeyName+".key")
 	}
+	if f := cc.KubeletCertificateAuthority; f == "" {
+		cc.KubeletCertificateAuthority = filepath.Join(pkiDir, pki.CAName+".crt")
+	} else if data, err := os.ReadFile(f); err != nil {
+		errs = append(errs, fmt.Errorf("--kubelet-certificate-authority: %w", err))
+	} else if _, err := pki.ParseCertificates(f, data); err != nil {
+		errs = append(errs, fmt.Errorf("--kubelet-certificate-authority: %w", err))
+	}
 
 	serving := *cc.SecureServing
 	cc.SecureServing = &serving
@@ -385,16 +399,17 @@ func (c Config) Complete() (CompletedConfig, error) {
 		AdvertiseAddress:             advertise,
 		Services: services.Config{CIDRs: serviceCIDRs, NodePorts: nodePorts,
 			RepairInterval: cc.RepairInterval, RepairDeadline: cc.RepairDeadline},
-		KubernetesServiceNodePort: cc.KubernetesServiceNodePort,
-		EndpointReconcilerType:    reconciler,
-		APIServerCount:            cc.APIServerCount,
-		EndpointLeaseTTL:          cc.EndpointLeaseTTL,
-		EndpointReconcileInterval: cc.EndpointReconcileInterval,
-		EventTTL:                  cc.EventTTL,
-		CRDs:                      crds,
-		InProcessUsers:            cc.inProcessUsers(),
-		GarbageCollection:         cc.anyComponent(func(n Needs) bool { return n.GarbageCollector }),
-		NamespaceController:       !cc.anyComponent(func(n Needs) bool { return n.NamespaceController }),
+		KubernetesServiceNodePort:   cc.KubernetesServiceNodePort,
+		EndpointReconcilerType:      reconciler,
+		APIServerCount:              cc.APIServerCount,
+		EndpointLeaseTTL:            cc.EndpointLeaseTTL,
+		EndpointReconcileInterval:   cc.EndpointReconcileInterval,
+		EventTTL:                    cc.EventTTL,
+		KubeletCertificateAuthority: cc.KubeletCertificateAuthority,
+		CRDs:                        crds,
+		InProcessUsers:              cc.inProcessUsers(),
+		GarbageCollection:           cc.anyComponent(func(n Needs) bool { return n.GarbageCollector }),
+		NamespaceController:         !cc.anyComponent(func(n Needs) bool { return n.NamespaceController }),
 	}
 	return CompletedConfig{cc}, nil
 }

@@ -95,6 +95,9 @@ type Config struct {
 	EndpointLeaseTTL, EndpointReconcileInterval time.Duration
 	// EventTTL is --event-ttl.
 	EventTTL time.Duration
+	// KubeletCertificateAuthority is --kubelet-certificate-authority: the
+	// CA the kubelets' serving certificates are verified against.
+	KubeletCertificateAuthority string
 	// CRDs are installed at start (--crd-dir); the server is ready only
 	// once they are established, and stops if one is refused.
 	CRDs []crdinstall.CRD

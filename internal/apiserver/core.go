@@ -237,7 +237,7 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 // (--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname), not
 // kube-apiserver's, which tries the node's hostname first: a hostname
 // often does not resolve on a small cluster without DNS for its nodes.
-func kubeletClientConfig(certFile, keyFile string) kubeletclient.KubeletClientConfig {
+func kubeletClientConfig(certFile, keyFile, caFile string) kubeletclient.KubeletClientConfig {
 	return kubeletclient.KubeletClientConfig{
 		Port:         10250,
 		ReadOnlyPort: 10255,
@@ -246,7 +246,7 @@ func kubeletClientConfig(certFile, keyFile string) kubeletclient.KubeletClientCo
 			string(api.NodeExternalIP),
 			string(api.NodeHostName),
 		},
-		TLSClientConfig: kubeletclient.KubeletTLSConfig{CertFile: certFile, KeyFile: keyFile},
+		TLSClientConfig: kubeletclient.KubeletTLSConfig{CertFile: certFile, KeyFile: keyFile, CAFile: caFile},
 		HTTPTimeout:     5 * time.Second,
 	}
 }

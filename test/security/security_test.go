@@ -33,7 +33,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	encryptionconfigcontroller "k8s.io/apiserver/pkg/server/options/encryptionconfig/controller"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -379,10 +378,6 @@ func TestEncryptionAtRest(t *testing.T) {
 // Secrets were not written with is refused, naming a Secret, rather than
 // serving them as errors.
 func TestKeyRotation(t *testing.T) {
-	// The reload controller looks at the file every minute; the variable
-	// is upstream's, for tests.
-	defer func(d time.Duration) { encryptionconfigcontroller.EncryptionConfigFileChangePollDuration = d }(encryptionconfigcontroller.EncryptionConfigFileChangePollDuration)
-	encryptionconfigcontroller.EncryptionConfigFileChangePollDuration = 100 * time.Millisecond
 	dataDir := t.TempDir()
 	config := writeEncryptionConfig(t, filepath.Join(t.TempDir(), "encryption.yaml"), aescbc("key1", key1))
 	withReload := func(c *controlplane.Config) {

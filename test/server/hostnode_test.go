@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"os"
 	"path/filepath"
@@ -88,9 +90,39 @@ func TestServerNode(t *testing.T) {
 		}
 	})
 
+	t.Run("the kubelet serves a certificate of the cluster CA, for its addresses", func(t *testing.T) {
+		csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var serving bool
+		for _, csr := range csrs.Items {
+			if csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && csr.Spec.Username == "system:node:"+nodeName &&
+				approved(csr) && len(csr.Status.Certificate) > 0 {
+				serving = true
+			}
+		}
+		if !serving {
+			t.Errorf("no approved and issued kubelet serving CSR of node %s among %d CSRs", nodeName, len(csrs.Items))
+		}
+		ca, err := os.ReadFile(filepath.Join(srv.DataDir, "pki", "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(ca)
+		conn, err := tls.Dial("tcp", net.JoinHostPort(addr, "10250"), &tls.Config{RootCAs: roots, ServerName: addr})
+		if err != nil {
+			t.Fatalf("the kubelet's port does not verify against the cluster CA for %s: %v", addr, err)
+		}
+		conn.Close()
+	})
+
 	t.Run("apiserver reaches the kubelet's port", func(t *testing.T) {
 		// Through nodes/proxy: the kubelet authenticates the apiserver's
-		// kubelet client certificate and asks the apiserver whether it may.
+		// kubelet client certificate and asks the apiserver whether it may;
+		// the apiserver verifies the kubelet's serving certificate against
+		// the cluster CA (--kubelet-certificate-authority).
 		body, err := client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", nodeName, "proxy", "pods").DoRaw(ctx)
 		if err != nil {
 			t.Fatalf("nodes/%s/proxy/pods: %v", nodeName, err)

@@ -108,6 +108,7 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.CRDDir, "crd-dir", c.CRDDir, "If set, a directory of CustomResourceDefinition manifests (.yaml, .yml, .json) to install at start; the server is ready only once they are established.")
 
 	fs.DurationVar(&c.EventTTL, "event-ttl", c.EventTTL, "Amount of time to retain events.")
+	fs.StringVar(&c.KubeletCertificateAuthority, "kubelet-certificate-authority", c.KubeletCertificateAuthority, "Path to a cert file for the certificate authority the kubelets' serving certificates are verified against. Default: the cluster CA (pki/ca.crt in --data-dir), which signs the serving certificates of kubeboot server's nodes.")
 }
 
 // Validate applies what the flags parsed into a registry rather than a

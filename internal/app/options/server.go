@@ -13,6 +13,7 @@ import (
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/hostnode"
 	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
+	"github.com/kubeboot/kubeboot/internal/components/kubeletserving"
 	"github.com/kubeboot/kubeboot/internal/components/kubescheduler"
 	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
 )
@@ -170,7 +171,9 @@ func (o *Server) validateNode() error {
 // process, and the simulated nodes and this host's node when asked for.
 func (o *Server) Config() controlplane.Config {
 	c := o.APIServer.Config()
-	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager), kubescheduler.New(o.Scheduler))
+	// kube-controller-manager signs the kubelets' serving certificates;
+	// kubeletserving approves them, for each node's own addresses.
+	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager), kubescheduler.New(o.Scheduler), kubeletserving.New())
 	if o.SimulatedNodes.Count > 0 {
 		// The nodes take their pod CIDRs from kube-controller-manager when
 		// it allocates them (--allocate-node-cidrs), else from

@@ -59,7 +59,7 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server) error {
 		return err
 	}
 	bootstrapKubeconfig := filepath.Join(dir, bootstrapKubeconfigName)
-	if err := setUpTLSBootstrap(client, s.URL(), admin.CAData, bootstrapKubeconfig); err != nil {
+	if err := setUpTLSBootstrap(client, s.URL(), admin.CAData, bootstrapKubeconfig, filepath.Join(dir, kubeletCertDirName)); err != nil {
 		return err
 	}
 	proxyKubeconfig := filepath.Join(dir, proxyKubeconfigName)
@@ -126,6 +126,10 @@ func writeKubeletConfig(dir, path string, caPEM []byte) error {
 		},
 		Authorization:      kubeletconfigv1beta1.KubeletAuthorization{Mode: kubeletconfigv1beta1.KubeletAuthorizationModeWebhook},
 		RotateCertificates: true,
+		// Its serving certificate comes from the cluster CA through a CSR
+		// (kubeletserving approves it for the node's own addresses), so
+		// the API server can verify whom it reaches.
+		ServerTLSBootstrap: true,
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -81,9 +81,10 @@ const (
 
 // NewOptions returns kube-controller-manager's options with the defaults
 // of running inside kubeboot: no port of its own, client limits for the
-// in-process transport (InProcessQPS), and one service account per
-// controller (--use-service-account-credentials, as kubeadm), so each
-// controller has the rights of its system:controller:* role. The caller
+// in-process transport (InProcessQPS), one service account per controller
+// (--use-service-account-credentials, as kubeadm), so each controller has
+// the rights of its system:controller:* role, and kubeadm's
+// --controllers=*,bootstrapsigner,tokencleaner. The caller
 // sets the files only it knows (--root-ca-file,
 // --service-account-private-key-file, --cluster-signing-cert-file and
 // --cluster-signing-key-file) unless the user did.
@@ -95,6 +96,9 @@ func NewOptions() (*cmoptions.KubeControllerManagerOptions, error) {
 	o.SecureServing.BindPort = 0
 	o.Generic.ClientConnection.QPS, o.Generic.ClientConnection.Burst = InProcessQPS, InProcessBurst
 	o.KubeCloudShared.UseServiceAccountCredentials = true
+	// As kubeadm: bootstrap tokens are signed into kube-public's
+	// cluster-info and deleted once expired.
+	o.Generic.Controllers = []string{"*", names.BootstrapSignerController, names.TokenCleanerController}
 	return o, nil
 }
 

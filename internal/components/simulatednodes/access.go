@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeboot/kubeboot/controlplane"
 )
 
 // Names of User's ClusterRole and binding, and of its FlowSchema (which
@@ -25,20 +27,15 @@ const (
 // level, where kube-apiserver's default FlowSchemas put kubelets'.
 // client must be allowed to grant that (the apiserver's loopback client).
 func Access(ctx context.Context, client kubernetes.Interface) error {
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: accessName},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
-			{APIGroups: []string{""}, Resources: []string{"nodes/status", "pods/status"}, Verbs: []string{"patch", "update"}},
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "delete", "patch", "update"}},
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "patch", "update"}},
-		},
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: accessName},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: accessName},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: User}},
+	grant := controlplane.GrantClusterRole(accessName, User,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status", "pods/status"}, Verbs: []string{"patch", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "delete", "patch", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "patch", "update"}},
+	)
+	if err := grant(ctx, client); err != nil {
+		return fmt.Errorf("simulated nodes' access: %w", err)
 	}
 	all := []string{rbacv1.ResourceAll}
 	flow := &flowcontrolv1.FlowSchema{
@@ -56,32 +53,8 @@ func Access(ctx context.Context, client kubernetes.Interface) error {
 			}},
 		},
 	}
-	for _, ensure := range []func() error{
-		func() error {
-			_, err := client.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{})
-			if apierrors.IsNotFound(err) {
-				_, err = client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
-			}
-			return err
-		},
-		func() error {
-			_, err := client.RbacV1().ClusterRoleBindings().Update(ctx, binding, metav1.UpdateOptions{})
-			if apierrors.IsNotFound(err) {
-				_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
-			}
-			return err
-		},
-		func() error {
-			_, err := client.FlowcontrolV1().FlowSchemas().Create(ctx, flow, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return nil
-			}
-			return err
-		},
-	} {
-		if err := ensure(); err != nil {
-			return fmt.Errorf("simulated nodes' access: %w", err)
-		}
+	if _, err := client.FlowcontrolV1().FlowSchemas().Create(ctx, flow, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("simulated nodes' access: %w", err)
 	}
 	return nil
 }
