@@ -36,9 +36,11 @@ func TestServerRunsTheControllersKubeControllerManagerRuns(t *testing.T) {
 	dataDir := filepath.Join(dir, "kubeboot")
 	srv := harness.StartReadyServer(t, time.Minute, bin, dataDir, "--secure-port=0", serviceRange, "-v=1")
 	// kubeadm gives kube-controller-manager the cluster CA to sign CSRs
-	// with, as kubeboot server does by default: kubeboot's CA serves.
+	// with, as kubeboot server does by default: kubeboot's CA serves. And
+	// kubeadm's --controllers, which kubeboot's default is.
 	ca := filepath.Join(dataDir, "pki", pki.CAName)
 	peer := harness.StartPeerControlPlane(t, bins, filepath.Join(dir, "peer"), harness.PeerArgs{ControllerManager: []string{"-v=1",
+		"--controllers=*,bootstrap-signer-controller,token-cleaner-controller",
 		"--cluster-signing-cert-file=" + ca + ".crt", "--cluster-signing-key-file=" + ca + ".key", "--root-ca-file=" + ca + ".crt"}})
 
 	ours, theirs := startedControllers(t, "kubeboot server", srv.Logs), startedControllers(t, "kube-controller-manager", peer.ControllerManagerLogs)

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"k8s.io/utils/ptr"
@@ -79,7 +80,16 @@ func TestAggregatedAPIServer(t *testing.T) {
 	agg := aggregatorclient.NewForConfigOrDie(srv.Config)
 	flunders := dynamic.NewForConfigOrDie(srv.Config).Resource(extensionapiserver.GroupVersionResource)
 	k := &kubectlRunner{t: t, bin: kubectl, kubeconfig: srv.Kubeconfig, cacheDir: filepath.Join(t.TempDir(), "kubectl-cache")}
-	adminUser := certCommonName(t, srv.Config.CertData)
+	// Requests through srv.Config are the super admin's (system:masters);
+	// kubectl's, through the admin kubeconfig, kubeadm's admin's.
+	adminKubeconfig, err := clientcmd.BuildConfigFromFlags("", srv.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admins := map[string]string{
+		certCommonName(t, srv.Config.CertData):      "system:masters",
+		certCommonName(t, adminKubeconfig.CertData): "kubeadm:cluster-admins",
+	}
 
 	// The extension apiserver trusts what kubeboot publishes for it, as a
 	// real one does: the front proxy's CA and allowed names.
@@ -207,7 +217,7 @@ func TestAggregatedAPIServer(t *testing.T) {
 	if after := ext.Requests(); len(after) != before {
 		t.Errorf("an anonymous request reached the backend: %+v", after[before:])
 	}
-	assertFrontProxy(t, ext.Requests(), adminUser, allowedNames)
+	assertFrontProxy(t, ext.Requests(), admins, allowedNames)
 
 	// 5. The backend goes away: requests through the proxy fail with 503
 	// at once, and the availability check turns the APIService False.
@@ -445,9 +455,10 @@ func waitAggregatedDiscovery(ctx context.Context, t *testing.T, client kubernete
 }
 
 // assertFrontProxy checks every request the backend received came from
-// the aggregator's front-proxy certificate, and that kubectl's requests
-// carried the admin's identity in the request headers, never a client's.
-func assertFrontProxy(t *testing.T, reqs []extensionapiserver.Request, adminUser string, allowedNames []string) {
+// the aggregator's front-proxy certificate, and that the admins' requests
+// carried their identity (admins: each user's group) in the request
+// headers, never a client's.
+func assertFrontProxy(t *testing.T, reqs []extensionapiserver.Request, admins map[string]string, allowedNames []string) {
 	t.Helper()
 	if len(reqs) == 0 {
 		t.Fatal("the backend received no requests")
@@ -464,17 +475,17 @@ func assertFrontProxy(t *testing.T, reqs []extensionapiserver.Request, adminUser
 		if r.Header.Get("Authorization") != "" {
 			t.Errorf("%s %s: an Authorization header reached the backend", r.Method, r.Path)
 		}
-		switch r.User {
-		case "system:kube-aggregator":
+		switch group := admins[r.User]; {
+		case r.User == "system:kube-aggregator":
 			// The availability check and discovery.
 			if r.Path == "/apis/"+extensionapiserver.GroupVersion.String() {
 				probes++
 			}
-		case "system:aggregator":
+		case r.User == "system:aggregator":
 			// The OpenAPI aggregation (this backend has no OpenAPI).
-		case adminUser:
+		case group != "":
 			asAdmin++
-			for _, g := range []string{"system:masters", "system:authenticated"} {
+			for _, g := range []string{group, "system:authenticated"} {
 				if !slices.Contains(r.Groups, g) {
 					t.Errorf("%s %s as %s: groups %v lack %s", r.Method, r.Path, r.User, r.Groups, g)
 				}
@@ -483,17 +494,17 @@ func assertFrontProxy(t *testing.T, reqs []extensionapiserver.Request, adminUser
 				t.Errorf("%s %s: a client's identity headers got through: %v", r.Method, r.Path, r.Header)
 			}
 		default:
-			t.Errorf("%s %s: X-Remote-User %q, want %s or the aggregator's own", r.Method, r.Path, r.User, adminUser)
+			t.Errorf("%s %s: X-Remote-User %q, want one of %v or the aggregator's own", r.Method, r.Path, r.User, admins)
 		}
 	}
 	if probes == 0 {
 		t.Errorf("no availability check (GET /apis/%s as system:kube-aggregator) reached the backend", extensionapiserver.GroupVersion)
 	}
 	if asAdmin == 0 {
-		t.Errorf("no request as %s reached the backend", adminUser)
+		t.Errorf("no request as one of %v reached the backend", admins)
 	}
-	t.Logf("backend received %d requests, all with the front-proxy certificate %v; %d availability checks, %d as %s",
-		len(reqs), certNames(reqs[0].PeerCertificates), probes, asAdmin, adminUser)
+	t.Logf("backend received %d requests, all with the front-proxy certificate %v; %d availability checks, %d as an admin",
+		len(reqs), certNames(reqs[0].PeerCertificates), probes, asAdmin)
 }
 
 func certNames(certs []*x509.Certificate) []string {
