@@ -51,9 +51,9 @@ type Settings struct {
 	// CAFile and CAKeyFile are the cluster CA's certificate and key, which
 	// sign the certificates the cluster's components present.
 	CAFile, CAKeyFile string
-	// ServiceAccountKeyFile is the key that signs service account tokens
+	// ServiceAccountSigningKeyFile is the key that signs service account tokens
 	// (Config.ServiceAccountSigningKeyFile, resolved).
-	ServiceAccountKeyFile string
+	ServiceAccountSigningKeyFile string
 	// ServiceClusterIPRange is Config.ServiceClusterIPRange, resolved.
 	ServiceClusterIPRange string
 
@@ -130,12 +130,12 @@ func (k componentKubeconfig) path(dataDir string) string {
 func (cc *completedConfig) componentSettings() Settings {
 	pkiDir := filepath.Join(cc.DataDir, pkiDirName)
 	return Settings{
-		DataDir:               cc.DataDir,
-		CAFile:                filepath.Join(pkiDir, pki.CAName+".crt"),
-		CAKeyFile:             filepath.Join(pkiDir, pki.CAName+".key"),
-		ServiceAccountKeyFile: cc.ServiceAccountSigningKeyFile,
-		ServiceClusterIPRange: cc.ServiceClusterIPRange,
-		kubeconfigs:           &cc.componentKubeconfigs,
+		DataDir:                      cc.DataDir,
+		CAFile:                       filepath.Join(pkiDir, pki.CAName+".crt"),
+		CAKeyFile:                    filepath.Join(pkiDir, pki.CAName+".key"),
+		ServiceAccountSigningKeyFile: cc.ServiceAccountSigningKeyFile,
+		ServiceClusterIPRange:        cc.ServiceClusterIPRange,
+		kubeconfigs:                  &cc.componentKubeconfigs,
 	}
 }
 

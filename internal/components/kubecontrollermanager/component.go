@@ -41,7 +41,7 @@ func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error
 		sa.RootCAFile = s.CAFile
 	}
 	if sa.ServiceAccountKeyFile == "" {
-		sa.ServiceAccountKeyFile = s.ServiceAccountKeyFile
+		sa.ServiceAccountKeyFile = s.ServiceAccountSigningKeyFile
 	}
 	specific := csr.KubeletServingSignerConfiguration.CertFile + csr.KubeletClientSignerConfiguration.CertFile +
 		csr.KubeAPIServerClientSignerConfiguration.CertFile + csr.LegacyUnknownSignerConfiguration.CertFile
