@@ -42,11 +42,8 @@ type certificates struct {
 	kubeletClientCert, kubeletClientKey string
 	loopback                            *pki.KeyPair
 	clientCAFiles                       []string
-	// serviceAccountKey is the file of the key that signs service
-	// account tokens.
-	serviceAccountKey string
-	serverURL         string
-	adminConfig       *rest.Config
+	serverURL                           string
+	adminConfig                         *rest.Config
 }
 
 // ensureCertificates creates or reuses the CA, serving and admin
@@ -90,8 +87,7 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loopback certificate: %w", err)
 	}
-	serviceAccountKey, err := pki.EnsureSigningKey(dir, pki.ServiceAccountKeyName)
-	if err != nil {
+	if _, err := pki.EnsureSigningKey(dir, pki.ServiceAccountKeyName); err != nil {
 		return nil, fmt.Errorf("service account signing key in %s: %w", dir, err)
 	}
 	clientCAFiles := []string{filepath.Join(dir, pki.CAName+".crt")}
@@ -134,8 +130,7 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		loopback:          loopback,
 		clientCAFiles:     clientCAFiles,
 
-		serviceAccountKey: serviceAccountKey,
-		serverURL:         serverURL,
+		serverURL: serverURL,
 		adminConfig: &rest.Config{
 			Host: serverURL,
 			TLSClientConfig: rest.TLSClientConfig{
