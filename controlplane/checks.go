@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	cliflag "k8s.io/component-base/cli/flag"
 
+	"github.com/kubeboot/kubeboot/internal/platform/auditpolicy"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
@@ -54,15 +56,35 @@ func checkTLS(s *genericoptions.SecureServingOptions) []error {
 	return errs
 }
 
-// checkAudit checks the audit group and loads its policy, which
-// kube-apiserver reads only when it builds its backends.
-func (cc *completedConfig) checkAudit() []error {
-	errs := cc.Audit.Validate()
-	if f := cc.Audit.PolicyFile; f != "" {
-		if _, err := policy.LoadPolicyFromFile(f); err != nil {
-			errs = append(errs, fmt.Errorf("--audit-policy-file: %w", err))
+// completeAudit resolves DefaultAudit into a copy of the audit group, and
+// checks the group and loads its policy, which kube-apiserver reads only
+// when it builds its backends.
+func (cc *completedConfig) completeAudit() []error {
+	audit := *cc.Audit
+	cc.Audit = &audit
+	if cc.DefaultAudit {
+		if audit.PolicyFile == "" {
+			audit.PolicyFile = auditpolicy.PolicyPath(cc.DataDir)
+			cc.defaultAuditPolicy = true
 		}
-	} else if cc.Audit.LogOptions.Path != "" || cc.Audit.WebhookOptions.ConfigFile != "" {
+		if audit.LogOptions.Path == "" && audit.WebhookOptions.ConfigFile == "" {
+			audit.LogOptions.Path = auditpolicy.LogPath(cc.DataDir)
+		}
+	}
+	errs := audit.Validate()
+	switch _, statErr := os.Stat(audit.PolicyFile); {
+	case cc.defaultAuditPolicy && statErr != nil:
+		// New writes kubeboot's policy there; a data dir it cannot write
+		// to is refused on its own, as --data-dir.
+	case audit.PolicyFile != "":
+		flag := "--audit-policy-file"
+		if cc.defaultAuditPolicy {
+			flag = "the audit policy in --data-dir (default --audit-policy-file)"
+		}
+		if _, err := policy.LoadPolicyFromFile(audit.PolicyFile); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", flag, err))
+		}
+	case audit.LogOptions.Path != "" || audit.WebhookOptions.ConfigFile != "":
 		// As kube-apiserver, which logs it.
 		cc.warnings = append(cc.warnings, "--audit-log-path and --audit-webhook-config-file record no events without --audit-policy-file")
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/platform/auditpolicy"
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
@@ -86,6 +87,13 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 			return nil, fmt.Errorf("--secrets-encryption: %w", err)
 		} else if created {
 			klog.FromContext(ctx).Info("Secrets are encrypted at rest with a new key", "config", cfg.Etcd.EncryptionProviderConfigFilepath)
+		}
+	}
+	if cfg.defaultAuditPolicy {
+		if created, err := auditpolicy.Ensure(cfg.Audit.PolicyFile); err != nil {
+			return nil, fmt.Errorf("the default audit policy: %w", err)
+		} else if created {
+			klog.FromContext(ctx).Info("Audit events are recorded with kubeboot's policy", "policy", cfg.Audit.PolicyFile, "log", cfg.Audit.LogOptions.Path)
 		}
 	}
 	serving := cfg.SecureServing

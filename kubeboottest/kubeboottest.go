@@ -143,6 +143,8 @@ func StartServer(opts Options) (_ *Server, err error) {
 	cfg.GenericServerRun.AdvertiseAddress = opts.AdvertiseAddress
 	cfg.Etcd.StorageConfig.Transport.ServerList = opts.EtcdServers
 	cfg.CRDDir = opts.CRDDir
+	// As envtest's kube-apiserver: a test server records no audit events.
+	cfg.DefaultAudit = false
 	// A test server's own range, so the default's deprecation warning
 	// does not show up in every test log.
 	cfg.ServiceClusterIPRange = "10.0.0.0/24"

@@ -93,6 +93,12 @@ func TestBadDataDir(t *testing.T) {
 			},
 		},
 		{
+			name: "audit/policy.yaml edited into no policy",
+			prepare: func(t *testing.T, dataDir string) {
+				writeFile(t, filepath.Join(dataDir, "audit", "policy.yaml"), []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Loud\n"), 0o600)
+			},
+		},
+		{
 			name: "pki/ca.crt of another CA without its key",
 			prepare: func(t *testing.T, dataDir string) {
 				writeFile(t, filepath.Join(dataDir, "pki", "ca.crt"), foreignCACert, 0o644)

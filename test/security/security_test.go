@@ -27,6 +27,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -222,32 +223,9 @@ func TestAudit(t *testing.T) {
 	})
 	ctx := context.Background()
 	admin := clientFor(t, srv.Config)
-	if _, err := admin.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "alice-configmaps"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "configmaps"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "alice"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	aliceCfg, err := srv.UserConfig("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice := clientFor(t, aliceCfg)
+	alice := grantAlice(t, srv, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update"}})
 	cms := alice.CoreV1().ConfigMaps("default")
-	var cm *corev1.ConfigMap
-	// The authorizer sees the new binding through its informer, a moment
-	// after it is stored.
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		cm, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited"}}, metav1.CreateOptions{})
-		return err == nil, nil
-	})
+	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("alice creating a ConfigMap: %v", err)
 	}
@@ -258,46 +236,136 @@ func TestAudit(t *testing.T) {
 	if err := admin.CoreV1().ConfigMaps("default").Delete(ctx, "audited", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitAudited(t, logFile, "configmaps", "audited", map[string]string{"create": "alice", "update": "alice", "delete": "kubernetes-super-admin"})
+}
 
-	want := map[string]string{"create": "alice", "update": "alice", "delete": "kubernetes-super-admin"}
+// TestDefaultAudit: without audit flags, kubeboot's policy is written to
+// the data dir (0600) and events go to logs/audit.log there: a change
+// and a credential read are recorded with their user, a list of Pods is
+// not, and no request or response body is.
+func TestDefaultAudit(t *testing.T) {
+	srv := start(t, func(c *controlplane.Config) { c.DefaultAudit = true })
+	policyFile, logFile := filepath.Join(srv.DataDir, "audit", "policy.yaml"), filepath.Join(srv.DataDir, "logs", "audit.log")
+	for _, f := range []string{policyFile, logFile} {
+		info, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", f, info.Mode().Perm())
+		}
+	}
+	ctx := context.Background()
+	alice := grantAlice(t, srv, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps", "pods"}, Verbs: []string{"create", "get", "list"}})
+	if _, err := alice.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited"}, Data: map[string]string{"password": "hunter2"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("alice creating a ConfigMap: %v", err)
+	}
+	if _, err := alice.CoreV1().ConfigMaps("default").Get(ctx, "audited", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAudited(t, logFile, "configmaps", "audited", map[string]string{"create": "alice", "get": "alice"})
+	for _, e := range readAudit(t, logFile) {
+		if e.User.Username == "alice" && e.ObjectRef != nil && e.ObjectRef.Resource == "pods" {
+			t.Errorf("alice's %s of Pods is recorded", e.Verb)
+		}
+	}
+	if data, _ := os.ReadFile(logFile); bytes.Contains(data, []byte("hunter2")) {
+		t.Error("the audit log holds a ConfigMap's value: events must stay at Metadata level")
+	}
+}
+
+// grantAlice gives the user alice rule in namespace default and returns
+// her client, once the authorizer sees the binding.
+func grantAlice(t *testing.T, srv *kubeboottest.Server, rule rbacv1.PolicyRule) kubernetes.Interface {
+	t.Helper()
+	ctx := context.Background()
+	admin := clientFor(t, srv.Config)
+	if _, err := admin.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
+		Rules:      []rbacv1.PolicyRule{rule},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "alice"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	aliceCfg, err := srv.UserConfig("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := clientFor(t, aliceCfg)
+	// The authorizer sees the new binding through its informer, a moment
+	// after it is stored.
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+		Namespace: "default", Group: rule.APIGroups[0], Resource: rule.Resources[0], Verb: rule.Verbs[0]}}}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		r, err := alice.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("alice's role is not in force: %v", err)
+	}
+	return alice
+}
+
+// auditEvent is what the tests read of an audit log's JSON event.
+type auditEvent struct {
+	Stage, Verb string
+	User        struct{ Username string }
+	ObjectRef   *struct{ Resource, Namespace, Name string }
+}
+
+// readAudit reads the JSON audit log at path.
+func readAudit(t *testing.T, path string) []auditEvent {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []auditEvent
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var e auditEvent
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatalf("audit log line %q: %v", line, err)
+		}
+		events = append(events, e)
+	}
+	return events
+}
+
+// waitAudited waits until the audit log at path has, for the object
+// resource default/name, the ResponseComplete event of each verb in want,
+// with its user.
+func waitAudited(t *testing.T, path, resource, name string, want map[string]string) {
+	t.Helper()
 	var found map[string]string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		found = auditedConfigMap(t, logFile, "audited")
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		found = map[string]string{}
+		for _, e := range readAudit(t, path) {
+			if e.Stage == "ResponseComplete" && e.ObjectRef != nil && e.ObjectRef.Resource == resource && e.ObjectRef.Name == name {
+				found[e.Verb] = e.User.Username
+			}
+		}
 		return len(found) == len(want), nil
 	})
 	if err != nil {
-		t.Fatalf("audit log has %v for ConfigMap default/audited, want %v", found, want)
+		t.Fatalf("audit log has %v for %s default/%s, want %v", found, resource, name, want)
 	}
 	for verb, user := range want {
 		if found[verb] != user {
 			t.Errorf("%s recorded for user %q, want %q", verb, found[verb], user)
 		}
 	}
-}
-
-// auditedConfigMap returns, by verb, the user of each ResponseComplete
-// event on ConfigMap default/name in the JSON audit log at path.
-func auditedConfigMap(t *testing.T, path, name string) map[string]string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		var e struct {
-			Stage, Verb string
-			User        struct{ Username string }
-			ObjectRef   *struct{ Resource, Namespace, Name string }
-		}
-		if err := json.Unmarshal(line, &e); err != nil {
-			t.Fatalf("audit log line %q: %v", line, err)
-		}
-		if e.Stage == "ResponseComplete" && e.ObjectRef != nil && e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == name {
-			out[e.Verb] = e.User.Username
-		}
-	}
-	return out
 }
 
 // writeEncryptionConfig writes an encryption configuration for Secrets

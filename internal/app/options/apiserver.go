@@ -17,6 +17,10 @@ import (
 // controlplane.NewConfig's.
 type APIServer struct {
 	ControlPlane controlplane.Config
+
+	// flags is the command's flag set, to tell a flag set empty from one
+	// left unset.
+	flags *pflag.FlagSet
 }
 
 // NewAPIServer returns the flag defaults.
@@ -71,6 +75,7 @@ func addFlagsOf(fs, from *pflag.FlagSet, flags []groupFlag, prefix string) {
 
 // AddFlags registers the flags on fs.
 func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
+	o.flags = fs
 	c := &o.ControlPlane
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "Directory for the embedded etcd data, the generated certificates and admin.kubeconfig.")
 	addGroupFlags(fs, c.SecureServing.AddFlags, servingFlags)
@@ -104,6 +109,8 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	c.Features.AddFlags(fs)
 	// kube-apiserver's: --audit-policy-file, --audit-log-*, --audit-webhook-*.
 	c.Audit.AddFlags(fs)
+	fs.Lookup("audit-policy-file").Usage += " Default: audit/policy.yaml in --data-dir, kubeboot's policy written on first start (metadata of every change, of credentials read, of exec and proxy); set it empty to record no events."
+	fs.Lookup("audit-log-path").Usage += " Default, unless --audit-webhook-config-file is set: logs/audit.log in --data-dir; set it empty to record no events."
 
 	fs.StringVar(&c.CRDDir, "crd-dir", c.CRDDir, "If set, a directory of CustomResourceDefinition manifests (.yaml, .yml, .json) to install at start; the server is ready only once they are established.")
 
@@ -124,4 +131,14 @@ func (o *APIServer) Validate() error {
 }
 
 // Config returns the control plane configuration the flags describe.
-func (o *APIServer) Config() controlplane.Config { return o.ControlPlane }
+func (o *APIServer) Config() controlplane.Config {
+	c := o.ControlPlane
+	// An audit policy or log given empty turns the default audit off, as
+	// leaving them unset leaves kube-apiserver's off.
+	for _, name := range []string{"audit-policy-file", "audit-log-path"} {
+		if o.flags != nil && o.flags.Changed(name) && o.flags.Lookup(name).Value.String() == "" {
+			c.DefaultAudit = false
+		}
+	}
+	return c
+}

@@ -54,9 +54,6 @@ type Server struct {
 	ControllerManagerArgs, SchedulerArgs []string
 
 	controllerManagerFlags, schedulerFlags *pflag.FlagSet
-	// flags is the command's flag set, whose shared leader election flags
-	// Validate gives the scheduler too.
-	flags *pflag.FlagSet
 }
 
 // sharedLeaderElectionFlags are kube-controller-manager's flags that
@@ -91,7 +88,6 @@ func flagSet(name string, sets map[string]*pflag.FlagSet) *pflag.FlagSet {
 
 // AddFlags registers the flags on fs.
 func (o *Server) AddFlags(fs *pflag.FlagSet) {
-	o.flags = fs
 	o.APIServer.AddFlags(fs)
 	addFlagsOf(fs, o.controllerManagerFlags, controllerManagerFlags, "kube-controller-manager: ")
 	fs.StringVar(&o.Scheduler.ConfigFile, "scheduler-config", o.Scheduler.ConfigFile,
@@ -123,7 +119,8 @@ func (o *Server) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %q is not a flag (want --name=value)", c.flag, c.fs.Args()))
 		}
 	}
-	// The shared leader election flags set on the command line are set on
+	// The shared leader election flags set on the command line (the
+	// command's flag set, o.flags) are set on
 	// the scheduler's own, so that they override its --config file as its
 	// command line would.
 	schedulerElection := o.Scheduler.Flags.FlagSet("leader election")
