@@ -29,6 +29,8 @@ const (
 	// adminUser and superAdminUser are kubeadm's names for them.
 	adminUser      = "kubernetes-admin"
 	superAdminUser = "kubernetes-super-admin"
+	// frontProxyCAName names the front proxy CA's files in pki.
+	frontProxyCAName = "front-proxy-ca"
 )
 
 type certificates struct {
@@ -71,7 +73,7 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("super-admin certificate in %s: %w", dir, err)
 	}
-	frontProxyCA, err := pki.EnsureNamedCA(dir, "front-proxy-ca", "kubeboot-front-proxy-ca")
+	frontProxyCA, err := pki.EnsureNamedCA(dir, frontProxyCAName, "kubeboot-front-proxy-ca")
 	if err != nil {
 		return nil, fmt.Errorf("front proxy CA in %s: %w", dir, err)
 	}
@@ -89,6 +91,11 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	}
 	if _, err := pki.EnsureSigningKey(dir, pki.ServiceAccountKeyName); err != nil {
 		return nil, fmt.Errorf("service account signing key in %s: %w", dir, err)
+	}
+	if cfg.cluster != nil {
+		if err := ensureClusterCertificates(cfg, ca); err != nil {
+			return nil, err
+		}
 	}
 	clientCAFiles := []string{filepath.Join(dir, pki.CAName+".crt")}
 	if f := cfg.clientCAFile(); f != "" {

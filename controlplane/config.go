@@ -17,12 +17,15 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/apiserver/services"
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
+	"github.com/kubeboot/kubeboot/internal/platform/etcdsnapshot"
 	"github.com/kubeboot/kubeboot/internal/platform/network"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
@@ -63,6 +66,41 @@ type Config struct {
 	// --encryption-provider-config (none) and
 	// --encryption-provider-config-automatic-reload.
 	Etcd *genericoptions.EtcdOptions
+	// ClusterInit is k3s's --cluster-init: the embedded etcd takes peers
+	// (https on the advertise address, port 2380, with certificates of
+	// its own CA in pki/etcd) and the server writes a join token to
+	// token in DataDir for other servers to join with.
+	ClusterInit bool
+	// JoinServer is --server: the https URL of a server of the cluster
+	// this one joins on its first start, with Token. A server restarted
+	// on its data dir needs neither.
+	JoinServer string
+	// Token is --token (or KUBEBOOT_TOKEN): the cluster's join token,
+	// K10<CA hash>::server:<password>, as the first server wrote it.
+	Token string
+	// TokenFile is --token-file: a file holding Token.
+	TokenFile string
+	// ClusterReset is k3s's --cluster-reset: instead of serving, make the
+	// data dir's etcd member a new cluster of one with its data (a
+	// survivor of a lost quorum), or with ClusterResetRestorePath's
+	// snapshot; then restart without the flag.
+	ClusterReset bool
+	// ClusterResetRestorePath is --cluster-reset-restore-path: the
+	// snapshot ClusterReset restores.
+	ClusterResetRestorePath string
+	// EtcdSnapshotDir is --etcd-snapshot-dir. Default: snapshots in
+	// DataDir.
+	EtcdSnapshotDir string
+	// EtcdSnapshotScheduleCron is --etcd-snapshot-schedule-cron: when the
+	// server takes a snapshot of its embedded etcd, in cron's five
+	// fields. Default: every 12 hours.
+	EtcdSnapshotScheduleCron string
+	// EtcdSnapshotRetention is --etcd-snapshot-retention: how many
+	// scheduled snapshots are kept. Default: 5.
+	EtcdSnapshotRetention int
+	// EtcdDisableSnapshots is --etcd-disable-snapshots: no scheduled
+	// snapshots.
+	EtcdDisableSnapshots bool
 	// SecretsEncryption is k3s's --secrets-encryption: Secrets are
 	// encrypted at rest with an aescbc key generated on first start, in a
 	// configuration kept in DataDir (encryption/config.yaml) and reloaded
@@ -206,6 +244,12 @@ type completedConfig struct {
 	// secretsEncryptionConfig is set when New writes the
 	// --secrets-encryption configuration, if missing.
 	secretsEncryptionConfig bool
+	// snapshotSchedule is when scheduled snapshots are taken; nil
+	// without them.
+	snapshotSchedule cron.Schedule
+	// cluster is set when the embedded etcd takes peers (ClusterInit, a
+	// join, or a data dir that did either).
+	cluster *clusterMember
 	// defaultAuditPolicy is set when New writes kubeboot's audit policy
 	// (DefaultAudit) unless the data dir has one.
 	defaultAuditPolicy bool
@@ -250,6 +294,9 @@ func NewConfig() Config {
 		Etcd:             etcd,
 		Audit:            audit,
 		DefaultAudit:     true,
+
+		EtcdSnapshotScheduleCron: etcdsnapshot.DefaultSchedule,
+		EtcdSnapshotRetention:    etcdsnapshot.DefaultRetention,
 
 		ServiceNodePortRange:      network.DefaultServiceNodePortRange,
 		EndpointReconcilerType:    string(reconcilers.Lease),
@@ -394,6 +441,10 @@ func (c Config) Complete() (CompletedConfig, error) {
 	}
 	advertise, err := cc.resolveAdvertiseAddress()
 	if err != nil {
+		errs = append(errs, err)
+	} else if cc.cluster, err = cc.completeCluster(advertise); err != nil {
+		errs = append(errs, err)
+	} else if err := cc.completeSnapshots(); err != nil {
 		errs = append(errs, err)
 	} else if reconciler != reconcilers.None && serviceCIDRs.Primary.IsValid() && serviceCIDRs.Primary.Addr().Is4() != advertise.Is4() {
 		// kube-apiserver's message: the kubernetes Service's endpoints

@@ -41,10 +41,12 @@ type Server struct {
 	// cluster was dialed, or that failed; stopEtcdStart abandons it.
 	etcdStarted   chan struct{}
 	stopEtcdStart context.CancelFunc
-	listener      net.Listener
-	url           string
-	admin         *rest.Config
-	ca            *pki.KeyPair
+	// joining is a first start's join of a cluster (--server).
+	joining  *joining
+	listener net.Listener
+	url      string
+	admin    *rest.Config
+	ca       *pki.KeyPair
 	// checkpoint is what Reset returns the stored objects to.
 	checkpoint   *etcdstore.Checkpoint
 	checkpointMu sync.Mutex
@@ -72,14 +74,30 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		return nil, errors.New("controlplane: New needs a config from Config.Complete")
 	}
 	cfg := c.completedConfig
+	if cfg.ClusterReset {
+		return nil, errors.New("controlplane: a config with ClusterReset is for ResetCluster, not New")
+	}
 	s := &Server{cfg: cfg, ready: make(chan struct{}), published: make(chan struct{}), componentsReady: make(chan struct{}), notifySocket: takeNotifySocket()}
 
 	defer func() {
 		if err != nil {
+			if s.joining != nil {
+				s.joining.abandon(ctx)
+			}
 			s.close()
 		}
 	}()
+	// A join is checked before anything is written: a refused one leaves
+	// no data dir behind.
+	if cfg.cluster != nil && cfg.cluster.joinServer != "" {
+		if s.joining, err = join(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	if err := prepareDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if err := clearResetMarker(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	if cfg.secretsEncryptionConfig {
@@ -114,7 +132,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if cfg.anyComponent(func(n Needs) bool { return n.SharedObjects }) {
 		s.sharedObjects = sharedobjects.New()
 	}
-	s.api, err = apiserver.New(cfg.apiserver, apiserver.Resources{
+	res := apiserver.Resources{
 		Listener:      s.listener,
 		ClientCAFiles: certs.clientCAFiles,
 		LoopbackCert:  certs.loopback.CertPEM,
@@ -130,7 +148,11 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 
 		Etcd:          etcdClient,
 		SharedObjects: s.sharedObjects,
-	})
+	}
+	if cfg.cluster != nil {
+		res.WrapHandler = s.joinEndpoints().Wrap
+	}
+	s.api, err = apiserver.New(cfg.apiserver, res)
 	if err != nil {
 		return nil, err
 	}
@@ -337,6 +359,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	go s.watchReady(apiCtx)
 	go s.renewCertificates(apiCtx)
+	go s.takeSnapshots(apiCtx)
 	go s.watchComponentsReady(apiCtx)
 	errCh := make(chan error, 1)
 	go func() { errCh <- s.api.Run(apiCtx) }()
@@ -438,8 +461,23 @@ func (s *Server) startEtcd(ctx context.Context) func() (*clientv3.Client, error)
 			return
 		}
 		var member *etcd.Server
-		if member, err = etcd.Start(ctx, etcd.Config{Dir: filepath.Join(s.cfg.DataDir, "etcd")}); err == nil {
-			s.etcd, s.etcdCli = member, member.Client()
+		if member, err = etcd.Start(ctx, s.etcdConfig()); err != nil {
+			return
+		}
+		s.etcd, s.etcdCli = member, member.Client()
+		switch m := s.cfg.cluster; {
+		case s.joining != nil:
+			// Serving from a learner would fail every write: it is
+			// promoted first.
+			if err = s.joining.promote(ctx); err == nil {
+				s.joining.client.Close()
+				s.joining = nil
+				klog.FromContext(ctx).Info("Joined the cluster: the etcd member votes", "member", m.name)
+			}
+		case m != nil:
+			// A lone member started before --cluster-init listens for
+			// peers on its unix socket only.
+			err = member.AdvertisePeerURL(ctx, m.peerURL)
 		}
 	}()
 	return func() (*clientv3.Client, error) {

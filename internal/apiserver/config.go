@@ -150,6 +150,10 @@ type Resources struct {
 	// authorizer caches them, as kube-controller-manager and
 	// kube-scheduler do).
 	SharedObjects *sharedobjects.Pool
+	// WrapHandler, if set, wraps the handler chain, to serve some paths
+	// before authentication: the endpoints other servers join the
+	// cluster through, which check a token of their own.
+	WrapHandler func(http.Handler) http.Handler
 }
 
 // DefaultEventTTL is how long Events are kept (--event-ttl), as
@@ -233,6 +237,10 @@ func newChainConfig(cfg Config, res Resources) (_ *chainConfig, err error) {
 		return nil, fmt.Errorf("server run options: %w", err)
 	}
 	gc.PublicAddress = net.IP(cfg.AdvertiseAddress.AsSlice())
+	if wrap := res.WrapHandler; wrap != nil {
+		build := gc.BuildHandlerChainFunc
+		gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler { return wrap(build(h, c)) }
+	}
 	if err := c.applyServing(); err != nil {
 		return nil, err
 	}

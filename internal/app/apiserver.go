@@ -82,6 +82,14 @@ func runControlPlane(cmd *cobra.Command, validate func() error, config func() co
 	for _, w := range completed.Warnings() {
 		logger.Info("Warning: " + w)
 	}
+	if completed.ClusterReset {
+		msg, err := controlplane.ResetCluster(ctx, completed)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.ErrOrStderr(), msg)
+		return nil
+	}
 	srv, err := controlplane.New(ctx, completed)
 	if err != nil {
 		return err

@@ -69,6 +69,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
   kubeboot certificate check    list the data dir's certificates with their expiry
   kubeboot certificate rotate   retire leaf certificates so that new ones are issued
   kubeboot secrets-encrypt      status and rotate-keys of --secrets-encryption
+  kubeboot etcd member          list and remove the members of the embedded etcd
+  kubeboot etcd-snapshot        save, list, delete and prune snapshots of the embedded etcd
 
 A link to this binary named after a server (kube-apiserver,
 kube-controller-manager, kube-scheduler, kube-proxy, kubelet) runs that
@@ -88,6 +90,6 @@ server.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newVersionCommand())
 	return root
 }

@@ -5,6 +5,7 @@ package options
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/pflag"
 
@@ -84,6 +85,16 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	// --request-timeout, ...
 	c.GenericServerRun.AddUniversalFlags(fs)
 	addGroupFlags(fs, c.Etcd.AddFlags, etcdFlags)
+	fs.BoolVar(&c.ClusterInit, "cluster-init", c.ClusterInit, "Start a cluster that other servers can join (k3s's flag): the embedded etcd takes peers on --advertise-address port 2380 (TLS from its own CA in pki/etcd), and the join token is written to token in --data-dir.")
+	fs.StringVar(&c.JoinServer, "server", c.JoinServer, "On the first start, join the cluster of the server at this URL (https://<address>:6443) with --token: fetch its CAs and keys, join its etcd as a learner, serve once promoted. A restart needs neither flag.")
+	fs.StringVar(&c.Token, "token", c.Token, "The cluster's join token, K10<CA hash>::server:<password>, from token in the first server's --data-dir. Default: $"+tokenEnv+".")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "A file holding the join token (--token).")
+	fs.BoolVar(&c.ClusterReset, "cluster-reset", c.ClusterReset, "Instead of serving, make the embedded etcd member a new cluster of one with its data (a survivor of a lost quorum), or with --cluster-reset-restore-path's snapshot; then start again without the flag (k3s's flag).")
+	fs.StringVar(&c.ClusterResetRestorePath, "cluster-reset-restore-path", c.ClusterResetRestorePath, "With --cluster-reset: the snapshot to restore (kubeboot etcd-snapshot save, or a scheduled one). The etcd data it replaces is kept aside.")
+	fs.StringVar(&c.EtcdSnapshotDir, "etcd-snapshot-dir", c.EtcdSnapshotDir, "Where snapshots of the embedded etcd are saved. Default: snapshots in --data-dir.")
+	fs.StringVar(&c.EtcdSnapshotScheduleCron, "etcd-snapshot-schedule-cron", c.EtcdSnapshotScheduleCron, "When to snapshot the embedded etcd, in cron's five fields.")
+	fs.IntVar(&c.EtcdSnapshotRetention, "etcd-snapshot-retention", c.EtcdSnapshotRetention, "How many scheduled snapshots to keep.")
+	fs.BoolVar(&c.EtcdDisableSnapshots, "etcd-disable-snapshots", c.EtcdDisableSnapshots, "Take no scheduled snapshots.")
 	fs.BoolVar(&c.SecretsEncryption, "secrets-encryption", c.SecretsEncryption, "Encrypt Secrets at rest with an aescbc key generated on first start, kept in --data-dir (encryption/config.yaml) and rotated by `kubeboot secrets-encrypt rotate-keys` (k3s's flag). Excludes --encryption-provider-config.")
 
 	fs.StringVar(&c.ServiceClusterIPRange, "service-cluster-ip-range", c.ServiceClusterIPRange, "A CIDR notation IP range from which to assign service cluster IPs, or two of different families separated by a comma for dual-stack. Default 10.0.0.0/24.")
@@ -130,9 +141,16 @@ func (o *APIServer) Validate() error {
 	return nil
 }
 
+// tokenEnv is the environment variable --token defaults to (k3s's
+// K3S_TOKEN), read when the flags are, so that --help never shows it.
+const tokenEnv = "KUBEBOOT_TOKEN"
+
 // Config returns the control plane configuration the flags describe.
 func (o *APIServer) Config() controlplane.Config {
 	c := o.ControlPlane
+	if c.Token == "" && c.TokenFile == "" {
+		c.Token = os.Getenv(tokenEnv)
+	}
 	// An audit policy or log given empty turns the default audit off, as
 	// leaving them unset leaves kube-apiserver's off.
 	for _, name := range []string{"audit-policy-file", "audit-log-path"} {

@@ -39,6 +39,14 @@ type Config struct {
 	// InitialCluster is "name=peerURL,..." for a multi-member cluster.
 	// Default: this member alone.
 	InitialCluster string
+	// ForceNewCluster starts the member on its data as a new cluster of
+	// one, whatever members it had (etcd's --force-new-cluster): a
+	// survivor's way out of a lost quorum.
+	ForceNewCluster bool
+	// Join starts the member as a new member of the running cluster
+	// InitialCluster names (etcd's --initial-cluster-state=existing).
+	// Ignored when Dir holds a member's data already.
+	Join bool
 	// ClientTLS and PeerTLS hold certificate files for https URLs.
 	ClientTLS, PeerTLS TLSFiles
 	// StartTimeout bounds waiting for readiness. Default: DefaultStartTimeout.
@@ -120,9 +128,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, error) {
 	ec := embed.NewConfig()
 	ec.Dir = cfg.Dir
-	if cfg.Name != "" {
-		ec.Name = cfg.Name
-	}
+	ec.ForceNewCluster = cfg.ForceNewCluster
+	name, peer := cfg.Member()
+	ec.Name = name
 	socket := filepath.Join(cfg.Dir, "etcd.sock")
 	clientURLs, err := parseURLs(append([]string{"unix://" + socket}, cfg.ClientURLs...))
 	if err != nil {
@@ -132,7 +140,7 @@ func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, erro
 	ec.AdvertiseClientUrls = clientURLs
 	peers := cfg.PeerURLs
 	if len(peers) == 0 {
-		peers = []string{"unix://" + filepath.Join(cfg.Dir, "peer.sock")}
+		peers = []string{peer}
 		_ = os.Remove(filepath.Join(cfg.Dir, "peer.sock"))
 	}
 	peerURLs, err := parseURLs(peers)
@@ -164,6 +172,10 @@ func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, erro
 	ec.PeerTLSInfo.KeyFile = cfg.PeerTLS.KeyFile
 	ec.PeerTLSInfo.TrustedCAFile = cfg.PeerTLS.TrustedCAFile
 	ec.PeerTLSInfo.ClientCertAuth = cfg.PeerTLS.ClientCertAuth
+	// A peer is who the CA signed, whatever address its connection comes
+	// from: a host with several addresses, NAT or a namespace's loopback
+	// may pick one its certificate does not name.
+	ec.PeerTLSInfo.SkipClientSANVerify = true
 	if cfg.QuotaBackendBytes > 0 {
 		ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	}
@@ -180,7 +192,23 @@ func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, erro
 	// Membership of an existing data dir is read from disk; "new" only
 	// applies to a first start.
 	ec.ClusterState = embed.ClusterStateFlagNew
+	if cfg.Join {
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	}
 	return ec, socket, nil
+}
+
+// Member is the member's name and first peer URL, defaults applied: a
+// lone member's peer URL is a unix socket in Dir.
+func (cfg Config) Member() (name, peerURL string) {
+	name = cfg.Name
+	if name == "" {
+		name = embed.DefaultName
+	}
+	if len(cfg.PeerURLs) > 0 {
+		return name, cfg.PeerURLs[0]
+	}
+	return name, "unix://" + filepath.Join(cfg.Dir, "peer.sock")
 }
 
 func parseURLs(ss []string) ([]url.URL, error) {

@@ -94,6 +94,21 @@ type ServingSpec struct {
 	CommonName string
 	DNSNames   []string
 	IPs        []net.IP
+	// ClientAuth makes it a client certificate too, as an etcd peer's,
+	// which both serves and dials its peers.
+	ClientAuth bool
+}
+
+// servingTemplate is a leaf for spec.
+func servingTemplate(spec ServingSpec) *x509.Certificate {
+	tmpl := leafTemplate(spec.CommonName, nil)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	if spec.ClientAuth {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+	}
+	tmpl.DNSNames = spec.DNSNames
+	tmpl.IPAddresses = spec.IPs
+	return tmpl
 }
 
 // EnsureServing loads dir/<name>.crt and .key if they were signed by ca,
@@ -106,11 +121,7 @@ func EnsureServing(dir, name string, ca *KeyPair, spec ServingSpec) (*KeyPair, e
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	tmpl := leafTemplate(spec.CommonName, nil)
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	tmpl.DNSNames = spec.DNSNames
-	tmpl.IPAddresses = spec.IPs
-	return issue(ca, tmpl, certPath, keyPath)
+	return issue(ca, servingTemplate(spec), certPath, keyPath)
 }
 
 // EnsureClient loads dir/<name>.crt and .key if they were signed by ca for
@@ -142,11 +153,7 @@ func NewClient(ca *KeyPair, user string, groups []string) (*KeyPair, error) {
 // NewServing issues a serving certificate signed by ca without writing it
 // anywhere (for the server's own loopback connections).
 func NewServing(ca *KeyPair, spec ServingSpec) (*KeyPair, error) {
-	tmpl := leafTemplate(spec.CommonName, nil)
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	tmpl.DNSNames = spec.DNSNames
-	tmpl.IPAddresses = spec.IPs
-	return sign(ca, tmpl)
+	return sign(ca, servingTemplate(spec))
 }
 
 func leafTemplate(cn string, orgs []string) *x509.Certificate {
@@ -273,6 +280,9 @@ func usable(kp, ca *KeyPair) bool {
 
 func covers(c *x509.Certificate, spec ServingSpec) bool {
 	if c.Subject.CommonName != spec.CommonName {
+		return false
+	}
+	if spec.ClientAuth && !slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
 		return false
 	}
 	for _, n := range spec.DNSNames {

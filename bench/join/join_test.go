@@ -1,0 +1,73 @@
+// Package join measures how long a kubeboot server takes to join a
+// cluster on embedded etcd (issue 27): from the exec of `kubeboot
+// apiserver --server ... --token ...` to its /readyz 200, for the second
+// server (joining a lone --cluster-init member) and the third. It needs
+// 198.51.100.1-3 on this host; run.sh runs it in a private network
+// namespace that has them:
+//
+//	bench/join/run.sh -test.benchtime 5x
+package join
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+func BenchmarkJoin(b *testing.B) {
+	addrs := harness.Addrs(0, 1, 2)
+	harness.RequireAddrs(b, addrs...)
+	bin, err := harness.Binary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := func(i int, extra ...string) []string {
+		return append([]string{"--bind-address", addrs[i], "--advertise-address", addrs[i], "--secure-port", "6443",
+			"--service-cluster-ip-range", "10.96.0.0/16"}, extra...)
+	}
+	var second, third []float64
+	for range b.N {
+		root := b.TempDir()
+		dir := func(i int) string { return filepath.Join(root, string(rune('0'+i))) }
+		first := harness.StartReadyAPIServer(b, time.Minute, bin, dir(0), args(0, "--cluster-init")...)
+		token, err := os.ReadFile(filepath.Join(dir(0), "token"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var started []*harness.APIServer
+		for i, via := range []int{0, 1} {
+			start := time.Now()
+			s := harness.StartReadyAPIServer(b, time.Minute, bin, dir(i+1),
+				args(i+1, "--server", "https://"+addrs[via]+":6443", "--token", strings.TrimSpace(string(token)))...)
+			took := float64(time.Since(start).Milliseconds())
+			if i == 0 {
+				second = append(second, took)
+			} else {
+				third = append(third, took)
+			}
+			started = append(started, s)
+		}
+		// Killed, not stopped: the last of three to stop has no quorum
+		// left, and its clean stop waits on etcd.
+		for _, s := range append(started, first) {
+			s.Kill()
+		}
+	}
+	b.ReportMetric(median(second), "second-join-ms")
+	b.ReportMetric(slices.Max(second), "second-join-max-ms")
+	b.ReportMetric(median(third), "third-join-ms")
+	b.ReportMetric(slices.Max(third), "third-join-max-ms")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,271 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
+	"github.com/kubeboot/kubeboot/internal/platform/etcd"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
+)
+
+// Servers on embedded etcd form a cluster as k3s's do: the first starts
+// with --cluster-init, the others with --server and --token; each joins
+// etcd as a learner, catches up and is promoted before it serves, and
+// then serves from its own member.
+
+const (
+	// etcdPeerPort is where members reach each other, etcd's and k3s's.
+	etcdPeerPort = "2380"
+	// tokenFileName is the join token's file in the data dir (k3s's
+	// server/token).
+	tokenFileName = "token"
+	// etcdPKIDir holds the etcd CA and this member's peer certificate,
+	// under pki: kubeadm's etcd CA, of its own so that no certificate of
+	// the cluster CA (a kubelet's, an admin's) is taken for a peer's.
+	etcdPKIDir = "etcd"
+	// promoteTimeout bounds how long a joining member may take to catch
+	// up with the leader.
+	promoteTimeout = 5 * time.Minute
+	// addTimeout bounds how long a join waits for the cluster to take a
+	// member (etcd waits until every member has been connected for 5 s).
+	addTimeout = time.Minute
+)
+
+// sharedFiles are the files, relative to the data dir, that every server
+// of a cluster shares and a joining server fetches: the CAs with their
+// keys, the service account signing key, the join token and
+// --secrets-encryption's configuration.
+var sharedFiles = []string{
+	filepath.Join(pkiDirName, pki.CAName+".crt"), filepath.Join(pkiDirName, pki.CAName+".key"),
+	filepath.Join(pkiDirName, frontProxyCAName+".crt"), filepath.Join(pkiDirName, frontProxyCAName+".key"),
+	filepath.Join(pkiDirName, etcdPKIDir, pki.CAName+".crt"), filepath.Join(pkiDirName, etcdPKIDir, pki.CAName+".key"),
+	filepath.Join(pkiDirName, pki.ServiceAccountKeyName+".key"),
+	tokenFileName,
+	secretsencryption.ConfigPath(""),
+}
+
+// clusterMember is this server's member of a cluster of servers.
+type clusterMember struct {
+	// name is the etcd member's, peerURL where its peers reach it.
+	name, peerURL string
+	advertise     netip.Addr
+	// joinServer and token are set on a first start with --server.
+	joinServer string
+	token      clusterjoin.Token
+}
+
+func (cc *completedConfig) etcdDir() string { return filepath.Join(cc.DataDir, "etcd") }
+
+func (cc *completedConfig) etcdPKI(name string) string {
+	return filepath.Join(cc.DataDir, pkiDirName, etcdPKIDir, name)
+}
+
+// completeCluster resolves --cluster-init, --server and the token into
+// this server's member, nil unless its etcd takes peers.
+func (cc *completedConfig) completeCluster(advertise netip.Addr) (*clusterMember, error) {
+	token := cc.Token
+	if cc.TokenFile != "" {
+		if token != "" {
+			return nil, errors.New("--token and --token-file exclude each other")
+		}
+		data, err := os.ReadFile(cc.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	_, err := os.Stat(cc.etcdPKI("peer.crt"))
+	clustered := err == nil
+	hasData := etcd.HasData(cc.etcdDir())
+	switch {
+	case cc.ClusterInit && cc.JoinServer != "":
+		return nil, errors.New("--cluster-init and --server exclude each other: the first server initializes the cluster, the others join it")
+	case (cc.ClusterInit || cc.JoinServer != "") && !cc.embeddedEtcd():
+		return nil, errors.New("--cluster-init and --server are for the embedded etcd; servers on --etcd-servers share that cluster already")
+	case cc.ClusterInit && token != "":
+		return nil, fmt.Errorf("--token with --cluster-init: the first server writes the cluster's token to %s, for the others to join with", filepath.Join(cc.DataDir, tokenFileName))
+	case cc.JoinServer != "" && !clustered && hasData:
+		return nil, fmt.Errorf("--server: --data-dir %s holds a cluster of its own (its etcd data); join with a new data dir", cc.DataDir)
+	case !cc.ClusterInit && cc.JoinServer == "" && !clustered:
+		if token != "" {
+			return nil, errors.New("--token needs --server, the server to join")
+		}
+		return nil, nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("the etcd member's name: %w", err)
+	}
+	m := &clusterMember{
+		name:      host + "-" + strings.ReplaceAll(advertise.String(), ":", "-"),
+		peerURL:   "https://" + net.JoinHostPort(advertise.String(), etcdPeerPort),
+		advertise: advertise,
+	}
+	if cc.JoinServer != "" && !hasData {
+		if token == "" {
+			return nil, errors.New("--server needs the cluster's token: --token, --token-file or KUBEBOOT_TOKEN")
+		}
+		if u, err := url.Parse(cc.JoinServer); err != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, fmt.Errorf("--server %q is not the https URL of a server (https://<address>:6443)", cc.JoinServer)
+		}
+		if m.token, err = clusterjoin.ParseToken(token); err != nil {
+			return nil, fmt.Errorf("--token: %w", err)
+		}
+		m.joinServer = cc.JoinServer
+	}
+	return m, nil
+}
+
+// ensureClusterCertificates writes what a member of a cluster needs: the
+// etcd CA, its peer certificate for its advertise address, and the join
+// token.
+func ensureClusterCertificates(cfg *completedConfig, ca *pki.KeyPair) error {
+	m := cfg.cluster
+	dir := filepath.Join(cfg.DataDir, pkiDirName, etcdPKIDir)
+	etcdCA, err := pki.EnsureCA(dir, "kubeboot-etcd-ca")
+	if err != nil {
+		return fmt.Errorf("etcd CA in %s: %w", dir, err)
+	}
+	if _, err := pki.EnsureServing(dir, "peer", etcdCA, pki.ServingSpec{
+		CommonName: m.name, IPs: []net.IP{net.IP(m.advertise.AsSlice())}, ClientAuth: true}); err != nil {
+		return fmt.Errorf("etcd peer certificate in %s: %w", dir, err)
+	}
+	if _, err := clusterjoin.EnsureToken(filepath.Join(cfg.DataDir, tokenFileName), ca.CertPEM); err != nil {
+		return fmt.Errorf("the join token: %w", err)
+	}
+	return nil
+}
+
+// etcdConfig is the embedded member's configuration.
+func (s *Server) etcdConfig() etcd.Config {
+	c := etcd.Config{Dir: s.cfg.etcdDir()}
+	m := s.cfg.cluster
+	if m == nil {
+		return c
+	}
+	c.Name = m.name
+	c.PeerURLs = []string{m.peerURL}
+	c.InitialCluster = m.name + "=" + m.peerURL
+	c.PeerTLS = etcd.TLSFiles{CertFile: s.cfg.etcdPKI("peer.crt"), KeyFile: s.cfg.etcdPKI("peer.key"),
+		TrustedCAFile: s.cfg.etcdPKI(pki.CAName + ".crt"), ClientCertAuth: true}
+	if j := s.joining; j != nil {
+		c.InitialCluster = j.member.InitialCluster
+		c.Join = true
+		c.StartTimeout = promoteTimeout
+	}
+	return c
+}
+
+// joining is a first start's join: the server it joins through and the
+// learner it was added as.
+type joining struct {
+	client *clusterjoin.Client
+	member clusterjoin.Member
+}
+
+// join verifies the server of --server against the token's CA hash,
+// fetches the cluster's shared files, is added as an etcd learner, and
+// only then writes the files into the data dir: a refused join writes
+// nothing and adds no member.
+func join(ctx context.Context, cfg *completedConfig) (*joining, error) {
+	m := cfg.cluster
+	client, err := clusterjoin.Dial(ctx, m.joinServer, m.token)
+	if err != nil {
+		return nil, err
+	}
+	files, err := client.FetchFiles(ctx)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	addCtx, cancel := context.WithTimeout(ctx, addTimeout)
+	defer cancel()
+	member, err := client.AddLearner(addCtx, m.name, m.peerURL)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	j := &joining{client: client, member: member}
+	if err := clusterjoin.WriteFiles(cfg.DataDir, files); err != nil {
+		j.abandon(ctx)
+		return nil, fmt.Errorf("--data-dir %s: writing the cluster's files: %w", cfg.DataDir, err)
+	}
+	klog.FromContext(ctx).Info("Joining the cluster as an etcd learner", "server", m.joinServer, "member", m.name)
+	return j, nil
+}
+
+// promote waits until the learner has caught up and is a voting member.
+func (j *joining) promote(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, promoteTimeout)
+	defer cancel()
+	return j.client.Promote(ctx, j.member.ID)
+}
+
+// abandon removes the learner of a join that failed after it was added,
+// so that the cluster does not wait for a member that never comes.
+func (j *joining) abandon(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := j.client.RemoveMember(ctx, j.member.ID); err != nil {
+		klog.FromContext(ctx).Error(err, "Removing the etcd learner of a failed join: remove it with kubeboot etcd member remove", "id", fmt.Sprintf("%x", j.member.ID))
+	}
+	j.client.Close()
+}
+
+// joinEndpoints answers the joins of other servers (clusterjoin).
+func (s *Server) joinEndpoints() *clusterjoin.Server {
+	return &clusterjoin.Server{
+		DataDir:   s.cfg.DataDir,
+		TokenFile: filepath.Join(s.cfg.DataDir, tokenFileName),
+		CAFile:    filepath.Join(s.cfg.DataDir, pkiDirName, pki.CAName+".crt"),
+		Files:     sharedFiles,
+		Members:   startedMembers{s},
+	}
+}
+
+// startedMembers is the membership of the member once it has started.
+type startedMembers struct{ s *Server }
+
+func (m startedMembers) member() (*etcd.Server, error) {
+	<-m.s.etcdStarted
+	if m.s.etcd == nil {
+		return nil, errors.New("etcd has not started")
+	}
+	return m.s.etcd, nil
+}
+
+func (m startedMembers) AddLearner(ctx context.Context, name, peerURL string) (clusterjoin.Member, error) {
+	e, err := m.member()
+	if err != nil {
+		return clusterjoin.Member{}, err
+	}
+	return e.AddLearner(ctx, name, peerURL)
+}
+
+func (m startedMembers) Promote(ctx context.Context, id uint64) error {
+	e, err := m.member()
+	if err != nil {
+		return err
+	}
+	return e.Promote(ctx, id)
+}
+
+func (m startedMembers) Remove(ctx context.Context, id uint64) error {
+	e, err := m.member()
+	if err != nil {
+		return err
+	}
+	return e.Remove(ctx, id)
+}

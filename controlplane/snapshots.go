@@ -1,0 +1,149 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeboot/kubeboot/internal/platform/etcd"
+	"github.com/kubeboot/kubeboot/internal/platform/etcdsnapshot"
+)
+
+// resetMarkerName is the file a reset leaves in the data dir, so that a
+// start that still has --cluster-reset (a service unit not yet edited)
+// does not reset again, undoing what was written since.
+const resetMarkerName = "cluster-reset"
+
+// completeSnapshots resolves and checks the snapshot and reset settings.
+func (cc *completedConfig) completeSnapshots() error {
+	if cc.EtcdSnapshotDir == "" {
+		cc.EtcdSnapshotDir = etcdsnapshot.Dir(cc.DataDir)
+	} else if abs, err := filepath.Abs(cc.EtcdSnapshotDir); err == nil {
+		cc.EtcdSnapshotDir = abs
+	}
+	var errs []error
+	if cc.EtcdSnapshotRetention < 1 {
+		errs = append(errs, fmt.Errorf("--etcd-snapshot-retention %d must be at least 1", cc.EtcdSnapshotRetention))
+	}
+	if !cc.EtcdDisableSnapshots && cc.embeddedEtcd() {
+		schedule, err := cron.ParseStandard(cc.EtcdSnapshotScheduleCron)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--etcd-snapshot-schedule-cron %q: %w", cc.EtcdSnapshotScheduleCron, err))
+		}
+		cc.snapshotSchedule = schedule
+	}
+	if cc.ClusterResetRestorePath != "" {
+		if !cc.ClusterReset {
+			errs = append(errs, errors.New("--cluster-reset-restore-path needs --cluster-reset"))
+		} else if err := etcdsnapshot.Verify(cc.ClusterResetRestorePath); err != nil {
+			errs = append(errs, fmt.Errorf("--cluster-reset-restore-path: %w", err))
+		}
+	}
+	if cc.ClusterReset {
+		if !cc.embeddedEtcd() {
+			errs = append(errs, errors.New("--cluster-reset is for the embedded etcd"))
+		}
+		if cc.JoinServer != "" {
+			errs = append(errs, errors.New("--cluster-reset and --server exclude each other"))
+		}
+		if cc.ClusterResetRestorePath == "" && !etcd.HasData(cc.etcdDir()) {
+			errs = append(errs, fmt.Errorf("--cluster-reset: --data-dir %s has no etcd data to reset (give --cluster-reset-restore-path to restore a snapshot)", cc.DataDir))
+		}
+		if t, err := os.ReadFile(filepath.Join(cc.DataDir, resetMarkerName)); err == nil {
+			errs = append(errs, fmt.Errorf("--cluster-reset: --data-dir %s was reset already (%s); start without --cluster-reset", cc.DataDir, t))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ResetCluster does what --cluster-reset asks instead of serving: it
+// restores --cluster-reset-restore-path's snapshot into the data dir's
+// etcd, or makes its member a new cluster of one with its data (etcd's
+// --force-new-cluster), and leaves a marker so that a start with the flag
+// still set refuses to reset again. It returns what to tell the user.
+func ResetCluster(ctx context.Context, c CompletedConfig) (string, error) {
+	cfg := c.completedConfig
+	if cfg == nil || !cfg.ClusterReset {
+		return "", errors.New("controlplane: ResetCluster needs a config with ClusterReset")
+	}
+	if err := prepareDataDir(cfg.DataDir); err != nil {
+		return "", err
+	}
+	ec := (&Server{cfg: cfg}).etcdConfig()
+	var what string
+	if path := cfg.ClusterResetRestorePath; path != "" {
+		name, peerURL := ec.Member()
+		aside, err := etcdsnapshot.Restore(path, ec.Dir, name, peerURL, time.Now())
+		if err != nil {
+			return "", fmt.Errorf("--cluster-reset-restore-path: %w", err)
+		}
+		what = "restored " + path
+		if aside != "" {
+			what += "; the etcd data it replaced is in " + aside
+		}
+	} else {
+		ec.ForceNewCluster = true
+		member, err := etcd.Start(ctx, ec)
+		if err != nil {
+			return "", fmt.Errorf("--cluster-reset: %w", err)
+		}
+		if err := member.Close(); err != nil {
+			return "", err
+		}
+		what = "the etcd member is a new cluster of one, with its data"
+	}
+	marker := time.Now().UTC().Format(time.RFC3339)
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, resetMarkerName), []byte(marker), 0o600); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Cluster reset: %s. Start the server again without --cluster-reset; other servers rejoin with a new data dir and --server.", what), nil
+}
+
+// clearResetMarker removes a reset's marker once the server starts
+// without --cluster-reset.
+func clearResetMarker(dataDir string) error {
+	err := os.Remove(filepath.Join(dataDir, resetMarkerName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// takeSnapshots takes a snapshot of the embedded etcd at every time of the
+// schedule and prunes the scheduled ones to the retention, until ctx ends.
+func (s *Server) takeSnapshots(ctx context.Context) {
+	schedule := s.cfg.snapshotSchedule
+	if schedule == nil || s.etcd == nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	node := s.etcdConfig().Name
+	if node == "" {
+		node, _ = os.Hostname()
+	}
+	for {
+		next := schedule.Next(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		snap, err := etcdsnapshot.Save(ctx, s.etcd.Client(), s.cfg.EtcdSnapshotDir, etcdsnapshot.ScheduledName, node, time.Now())
+		if err != nil {
+			logger.Error(err, "Scheduled etcd snapshot failed", "dir", s.cfg.EtcdSnapshotDir)
+			continue
+		}
+		logger.Info("Saved a scheduled etcd snapshot", "path", snap.Path, "bytes", snap.Size)
+		if deleted, err := etcdsnapshot.Prune(s.cfg.EtcdSnapshotDir, etcdsnapshot.ScheduledName, s.cfg.EtcdSnapshotRetention); err != nil {
+			logger.Error(err, "Pruning scheduled etcd snapshots failed", "dir", s.cfg.EtcdSnapshotDir)
+		} else if len(deleted) > 0 {
+			logger.V(2).Info("Pruned scheduled etcd snapshots", "deleted", len(deleted))
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/etcdsnapshot"
+)
+
+// newEtcdCommand shows and changes the membership of a running server's
+// embedded etcd, through its socket in the data dir.
+func newEtcdCommand() *cobra.Command {
+	dataDir := controlplane.DefaultDataDir()
+	cmd := &cobra.Command{
+		Use:   "etcd",
+		Short: "The embedded etcd of a running server (--cluster-init, --server)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", dataDir, "The data directory of the running server, on embedded etcd.")
+	member := &cobra.Command{
+		Use:   "member",
+		Short: "List and remove the members of the cluster's etcd",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the members: ID, name, peer URL, and whether each votes or is a learner",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			etcd, err := dataDirEtcd(dataDir)
+			if err != nil {
+				return err
+			}
+			defer etcd.Close()
+			resp, err := etcd.MemberList(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("--data-dir %s: listing etcd members (is the server running?): %w", dataDir, err)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tNAME\tPEER URLS\tROLE")
+			for _, m := range resp.Members {
+				role := "voter"
+				if m.IsLearner {
+					role = "learner"
+				}
+				fmt.Fprintf(w, "%x\t%s\t%v\t%s\n", m.ID, m.Name, m.PeerURLs, role)
+			}
+			return w.Flush()
+		},
+	}
+	remove := &cobra.Command{
+		Use:   "remove ID",
+		Short: "Remove a member (a server deleted for good), by its hex ID from list",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseUint(args[0], 16, 64)
+			if err != nil {
+				return fmt.Errorf("%q is not a member ID (hex, as list shows it)", args[0])
+			}
+			etcd, err := dataDirEtcd(dataDir)
+			if err != nil {
+				return err
+			}
+			defer etcd.Close()
+			if _, err := etcd.MemberRemove(cmd.Context(), id); err != nil {
+				return fmt.Errorf("removing etcd member %x: %w", id, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed etcd member %x\n", id)
+			return nil
+		},
+	}
+	member.AddCommand(list, remove)
+	cmd.AddCommand(member)
+	return cmd
+}
+
+// newEtcdSnapshotCommand is k3s's etcd-snapshot: save a snapshot of a
+// running server's embedded etcd, list, delete and prune them.
+func newEtcdSnapshotCommand() *cobra.Command {
+	dataDir := controlplane.DefaultDataDir()
+	var dir string
+	snapshotDir := func() string {
+		if dir != "" {
+			return dir
+		}
+		return etcdsnapshot.Dir(dataDir)
+	}
+	cmd := &cobra.Command{
+		Use:   "etcd-snapshot",
+		Short: "Save, list, delete and prune snapshots of the embedded etcd",
+		Long: `Save, list, delete and prune snapshots of a server's embedded etcd. Restore one with
+kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", dataDir, "The data directory of the server, on embedded etcd.")
+	cmd.PersistentFlags().StringVar(&dir, "etcd-snapshot-dir", dir, "Where the snapshots are. Default: snapshots in --data-dir.")
+	name := etcdsnapshot.OnDemandName
+	save := &cobra.Command{
+		Use:   "save",
+		Short: "Save a snapshot of the running server's etcd; the last line printed is its path",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			etcd, err := dataDirEtcd(dataDir)
+			if err != nil {
+				return err
+			}
+			defer etcd.Close()
+			node, err := os.Hostname()
+			if err != nil {
+				return err
+			}
+			snap, err := etcdsnapshot.Save(cmd.Context(), etcd, snapshotDir(), name, node, time.Now())
+			if err != nil {
+				return fmt.Errorf("--data-dir %s: saving a snapshot (is the server running?): %w", dataDir, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "saved %d bytes\n%s\n", snap.Size, snap.Path)
+			return nil
+		},
+	}
+	save.Flags().StringVar(&name, "name", name, "The snapshot's name, before -<node>-<unix time>.")
+	list := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the snapshots, oldest first",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			snaps, err := etcdsnapshot.List(snapshotDir())
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSIZE\tCREATED\tPATH")
+			for _, s := range snaps {
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", s.Name, s.Size, s.Created.UTC().Format(time.RFC3339), s.Path)
+			}
+			return w.Flush()
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete NAME...",
+		Short: "Delete snapshots by name",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return etcdsnapshot.Delete(snapshotDir(), args...)
+		},
+	}
+	retention := etcdsnapshot.DefaultRetention
+	prune := &cobra.Command{
+		Use:   "prune",
+		Short: "Delete the oldest snapshots of --name until --etcd-snapshot-retention are left",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if retention < 1 {
+				return fmt.Errorf("--etcd-snapshot-retention %d must be at least 1", retention)
+			}
+			deleted, err := etcdsnapshot.Prune(snapshotDir(), name, retention)
+			for _, s := range deleted {
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", s.Name)
+			}
+			return err
+		},
+	}
+	prune.Flags().StringVar(&name, "name", name, "Prune the snapshots whose name begins with this (etcd-snapshot: the scheduled ones).")
+	prune.Flags().IntVar(&retention, "etcd-snapshot-retention", retention, "How many to keep.")
+	cmd.AddCommand(save, list, del, prune)
+	return cmd
+}

@@ -1,0 +1,188 @@
+package clusterjoin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"k8s.io/klog/v2"
+)
+
+// The endpoints, k3s's paths where it has them.
+const (
+	caCertsPath    = "/cacerts"
+	apiPrefix      = "/v1-kubeboot/"
+	bootstrapPath  = apiPrefix + "server-bootstrap"
+	membersPath    = apiPrefix + "etcd-members"
+	promoteSubpath = "/promote"
+)
+
+// Member is an etcd member a joining server was added as.
+type Member struct {
+	// ID is the member's etcd ID.
+	ID uint64 `json:"id,string"`
+	// InitialCluster is etcd's --initial-cluster for it: every member's
+	// name and peer URL, its own included.
+	InitialCluster string `json:"initialCluster"`
+}
+
+// Members is the etcd membership the endpoints change.
+type Members interface {
+	// AddLearner adds a learner member with peerURL, to be named name.
+	AddLearner(ctx context.Context, name, peerURL string) (Member, error)
+	// Promote makes learner id a voting member.
+	Promote(ctx context.Context, id uint64) error
+	// Remove removes member id.
+	Remove(ctx context.Context, id uint64) error
+}
+
+// ErrNotYet is a change of the membership the cluster cannot make yet,
+// but will: a learner not caught up with the leader, or a member added
+// moments ago that every member has not heard from since. Members return
+// it wrapped; the joining server retries.
+var ErrNotYet = errors.New("not yet")
+
+// Server answers joins. Its fields are read at every request, so a
+// server answers as soon as its files exist.
+type Server struct {
+	// DataDir holds the files.
+	DataDir string
+	// TokenFile is the token a joining server must present; without it
+	// the server answers no join.
+	TokenFile string
+	// CAFile is the cluster CA's PEM, which /cacerts serves to anyone.
+	CAFile string
+	// Files are the paths, relative to DataDir, that a joining server
+	// fetches; those missing are left out.
+	Files []string
+	// Members is the etcd membership; nil when etcd is not embedded.
+	Members Members
+}
+
+// Wrap serves the join endpoints in front of next, before any
+// authentication: /cacerts to anyone, the rest to the token's holder.
+func (s *Server) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == caCertsPath && r.Method == http.MethodGet:
+			s.serveCACerts(w)
+		case strings.HasPrefix(r.URL.Path, apiPrefix):
+			s.serveAPI(w, r)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+func (s *Server) serveCACerts(w http.ResponseWriter) {
+	data, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		http.Error(w, "the cluster CA is not there yet", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	_, _ = w.Write(data)
+}
+
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	token, err := ReadToken(s.TokenFile)
+	if errors.Is(err, os.ErrNotExist) {
+		http.Error(w, "this server takes no joins: start the first server with --cluster-init", http.StatusNotFound)
+		return
+	} else if err != nil {
+		klog.FromContext(r.Context()).Error(err, "Reading the join token")
+		http.Error(w, "the server's token file is unreadable", http.StatusInternalServerError)
+		return
+	}
+	password, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(password), []byte(token.Password)) != 1 {
+		http.Error(w, "the token is not this cluster's", http.StatusUnauthorized)
+		return
+	}
+	path := r.URL.Path
+	switch {
+	case path == bootstrapPath && r.Method == http.MethodGet:
+		s.serveBootstrap(w)
+	case s.Members == nil && strings.HasPrefix(path, membersPath):
+		http.Error(w, "this server's etcd is not embedded: its servers share an etcd cluster of their own", http.StatusNotFound)
+	case path == membersPath && r.Method == http.MethodPost:
+		var req struct{ Name, PeerURL string }
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || req.Name == "" || req.PeerURL == "" {
+			http.Error(w, "want a JSON object with name and peerURL", http.StatusBadRequest)
+			return
+		}
+		m, err := s.Members.AddLearner(r.Context(), req.Name, req.PeerURL)
+		if err != nil {
+			writeError(w, fmt.Errorf("adding an etcd member: %w", err))
+			return
+		}
+		klog.FromContext(r.Context()).Info("A server joins: etcd learner added", "name", req.Name, "peerURL", req.PeerURL, "id", strconv.FormatUint(m.ID, 16))
+		writeJSON(w, m)
+	case strings.HasPrefix(path, membersPath+"/"):
+		idText, promote := strings.CutSuffix(strings.TrimPrefix(path, membersPath+"/"), promoteSubpath)
+		id, err := strconv.ParseUint(idText, 10, 64)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("%q is not a member ID", idText), http.StatusBadRequest)
+			return
+		}
+		switch {
+		case promote && r.Method == http.MethodPost:
+			err = s.Members.Promote(r.Context(), id)
+		case !promote && r.Method == http.MethodDelete:
+			err = s.Members.Remove(r.Context(), id)
+		default:
+			http.Error(w, "unknown request", http.StatusNotFound)
+			return
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		http.Error(w, "unknown request", http.StatusNotFound)
+	}
+}
+
+// bootstrap is what a joining server fetches: the shared files' contents
+// by path relative to the data dir.
+type bootstrap struct {
+	Files map[string][]byte `json:"files"`
+}
+
+func (s *Server) serveBootstrap(w http.ResponseWriter) {
+	b := bootstrap{Files: map[string][]byte{}}
+	for _, f := range s.Files {
+		data, err := os.ReadFile(filepath.Join(s.DataDir, f))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
+			http.Error(w, "reading "+f+": "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		b.Files[f] = data
+	}
+	writeJSON(w, b)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers err: 503 with Retry-After for ErrNotYet, else 409.
+func writeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrNotYet) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	http.Error(w, err.Error(), http.StatusConflict)
+}

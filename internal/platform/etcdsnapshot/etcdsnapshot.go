@@ -1,0 +1,230 @@
+// Package etcdsnapshot saves, lists, prunes and restores snapshots of a
+// server's embedded etcd, as k3s's etcd-snapshot does: files named
+// <name>-<node>-<unix time> in a directory of the data dir, each etcd's
+// own snapshot format, whose last 32 bytes are the SHA-256 of the rest,
+// so that a corrupt one is refused.
+package etcdsnapshot
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+)
+
+const (
+	// DefaultRetention is how many scheduled snapshots are kept
+	// (--etcd-snapshot-retention), k3s's default.
+	DefaultRetention = 5
+	// DefaultSchedule is when snapshots are taken
+	// (--etcd-snapshot-schedule-cron): every 12 hours, k3s's default.
+	DefaultSchedule = "0 */12 * * *"
+	// OnDemandName and ScheduledName begin the names of the snapshots
+	// `etcd-snapshot save` and the schedule take, k3s's.
+	OnDemandName  = "on-demand"
+	ScheduledName = "etcd-snapshot"
+	// RevisionBump is added to the revision on restore, and the restored
+	// revision marked compacted, as etcd advises for Kubernetes: every
+	// watcher and informer relists rather than missing what the restore
+	// undid.
+	RevisionBump = 1_000_000_000
+
+	tmpSuffix = ".tmp"
+)
+
+// Dir is the default snapshot directory of a data dir (--etcd-snapshot-dir).
+func Dir(dataDir string) string { return filepath.Join(dataDir, "snapshots") }
+
+// Snapshot is a snapshot file.
+type Snapshot struct {
+	Name    string
+	Path    string
+	Size    int64
+	Created time.Time
+}
+
+// Save streams a snapshot of the etcd client reaches into dir, as
+// <name>-<node>-<unix time>: written aside, synced, checked and only then
+// renamed, so that a snapshot in dir is whole.
+func Save(ctx context.Context, client *clientv3.Client, dir, name, node string, now time.Time) (Snapshot, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Snapshot{}, err
+	}
+	final := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", name, node, now.Unix()))
+	tmp := final + tmpSuffix
+	if err := save(ctx, client, tmp); err != nil {
+		_ = os.Remove(tmp)
+		return Snapshot{}, err
+	}
+	if err := Verify(tmp); err != nil {
+		_ = os.Remove(tmp)
+		return Snapshot{}, err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		_ = os.Remove(tmp)
+		return Snapshot{}, err
+	}
+	info, err := os.Stat(final)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return Snapshot{Name: filepath.Base(final), Path: final, Size: info.Size(), Created: now}, nil
+}
+
+func save(ctx context.Context, client *clientv3.Client, path string) error {
+	rc, err := client.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("etcd snapshot: %w", err)
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return fmt.Errorf("etcd snapshot: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ErrCorrupt is a snapshot whose checksum does not match its content.
+var ErrCorrupt = errors.New("the snapshot is corrupt: its checksum does not match its content")
+
+// Verify checks a snapshot's trailing SHA-256 against its content.
+func Verify(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if info.Size() <= sha256.Size {
+		return fmt.Errorf("%s: %w", path, ErrCorrupt)
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(h, f, info.Size()-sha256.Size); err != nil {
+		return err
+	}
+	sum := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(f, sum); err != nil {
+		return err
+	}
+	if !bytes.Equal(h.Sum(nil), sum) {
+		return fmt.Errorf("%s: %w", path, ErrCorrupt)
+	}
+	return nil
+}
+
+// List returns the snapshots in dir, oldest first; a missing dir has none.
+func List(dir string) ([]Snapshot, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var out []Snapshot
+	for _, e := range entries {
+		if !e.Type().IsRegular() || strings.HasSuffix(e.Name(), tmpSuffix) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Snapshot{Name: e.Name(), Path: filepath.Join(dir, e.Name()), Size: info.Size(), Created: info.ModTime()})
+	}
+	slices.SortFunc(out, func(a, b Snapshot) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+// Delete removes the snapshots named in dir; a name that is not a file of
+// dir is an error.
+func Delete(dir string, names ...string) error {
+	for _, n := range names {
+		if !filepath.IsLocal(n) || strings.ContainsRune(n, filepath.Separator) {
+			return fmt.Errorf("%q is not a snapshot's name", n)
+		}
+		if err := os.Remove(filepath.Join(dir, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Prune deletes the oldest snapshots in dir whose name begins with prefix
+// until retention are left, and returns those it deleted.
+func Prune(dir, prefix string, retention int) ([]Snapshot, error) {
+	all, err := List(dir)
+	if err != nil {
+		return nil, err
+	}
+	var matching []Snapshot
+	for _, s := range all {
+		if strings.HasPrefix(s.Name, prefix+"-") {
+			matching = append(matching, s)
+		}
+	}
+	var deleted []Snapshot
+	for len(matching) > retention {
+		if err := os.Remove(matching[0].Path); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, matching[0])
+		matching = matching[1:]
+	}
+	return deleted, nil
+}
+
+// Restore replaces the etcd data in etcdDir by the snapshot at path, as a
+// new one-member cluster of the member name with peerURL; the data it
+// replaces is kept aside (etcd.old-<unix time>) and put back if the
+// restore fails. A corrupt snapshot is refused before anything changes.
+func Restore(path, etcdDir, name, peerURL string, now time.Time) (aside string, err error) {
+	if err := Verify(path); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(etcdDir); err == nil {
+		aside = fmt.Sprintf("%s.old-%d", etcdDir, now.Unix())
+		if err := os.Rename(etcdDir, aside); err != nil {
+			return "", err
+		}
+	}
+	err = snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+		SnapshotPath:        path,
+		Name:                name,
+		OutputDataDir:       etcdDir,
+		PeerURLs:            []string{peerURL},
+		InitialCluster:      name + "=" + peerURL,
+		InitialClusterToken: "kubeboot",
+		RevisionBump:        RevisionBump,
+		MarkCompacted:       true,
+	})
+	if err != nil {
+		_ = os.RemoveAll(etcdDir)
+		if aside != "" {
+			_ = os.Rename(aside, etcdDir)
+		}
+		return "", fmt.Errorf("restoring %s: %w", path, err)
+	}
+	return aside, nil
+}

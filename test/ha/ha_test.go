@@ -1,0 +1,214 @@
+// Package ha tests servers on embedded etcd that form a cluster (issue 27):
+// the first with --cluster-init, the others joining with --server and
+// --token, each in a network namespace with an address of its own.
+package ha
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+const readyTimeout = 2 * time.Minute
+
+// servers are the test's kubeboot servers, server i on harness.Addr(i).
+type servers struct {
+	t    *testing.T
+	bin  string
+	root string
+	proc map[int]*harness.APIServer
+}
+
+func newServers(t *testing.T) *servers {
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &servers{t: t, bin: bin, root: t.TempDir(), proc: map[int]*harness.APIServer{}}
+}
+
+func (s *servers) dataDir(i int) string { return filepath.Join(s.root, fmt.Sprintf("server%d", i)) }
+
+func (s *servers) args(i int, extra ...string) []string {
+	return append([]string{"--bind-address", harness.Addr(i), "--advertise-address", harness.Addr(i), "--secure-port", "6443",
+		"--service-cluster-ip-range", "10.96.0.0/16", "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}, extra...)
+}
+
+// start starts server i and waits until it is ready.
+func (s *servers) start(i int, extra ...string) {
+	s.t.Helper()
+	s.proc[i] = harness.StartReadyServer(s.t, readyTimeout, s.bin, s.dataDir(i), s.args(i, extra...)...)
+}
+
+// run runs server i to its end, for a start that must fail.
+func (s *servers) run(i int, extra ...string) (string, error) {
+	cmd := exec.Command(s.bin, append([]string{"server", "--data-dir", s.dataDir(i)}, s.args(i, extra...)...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (s *servers) token() string {
+	s.t.Helper()
+	data, err := os.ReadFile(filepath.Join(s.dataDir(0), "token"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// client is server 0's admin kubeconfig pointed at server i: one
+// kubeconfig for every server, as they share the CA.
+func (s *servers) client(i int) kubernetes.Interface {
+	s.t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("https://"+harness.Addr(i)+":6443", filepath.Join(s.dataDir(0), "admin.kubeconfig"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cfg.QPS = -1
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// members runs `kubeboot etcd member list` on server i's data dir.
+func (s *servers) members(i int) string {
+	s.t.Helper()
+	out, err := exec.Command(s.bin, "etcd", "member", "list", "--data-dir", s.dataDir(i)).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("etcd member list: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// TestJoinServers: three servers, the first with --cluster-init, the
+// others joining with its token, make one cluster: one admin kubeconfig
+// works against each, the kubernetes Service lists the three, etcd has
+// three voting members. Joins with a token of another cluster or a wrong
+// password are refused, writing nothing and adding no member. When the
+// first server is killed, writes through the others go on; restarted on
+// its data dir without join flags, it rejoins and has them. With the
+// other two lost for good, it is not ready (no quorum) until
+// --cluster-reset makes it a cluster of one with its data.
+func TestJoinServers(t *testing.T) {
+	if !harness.InNetNS(t, harness.Addrs(0, 1, 2, 3)...) {
+		return
+	}
+	ctx := context.Background()
+	s := newServers(t)
+	s.start(0, "--cluster-init")
+	token := s.token()
+	if !strings.HasPrefix(token, "K10") || !strings.Contains(token, "::server:") {
+		t.Fatalf("token %q is not K10<hash>::server:<password>", token)
+	}
+	s.start(1, "--server", "https://"+harness.Addr(0)+":6443", "--token", token)
+	tokenFile := filepath.Join(s.root, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Through the second server, with the token in a file.
+	s.start(2, "--server", "https://"+harness.Addr(1)+":6443", "--token-file", tokenFile)
+
+	if _, err := s.client(0).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "from-0"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.client(i).CoreV1().ConfigMaps("default").Get(ctx, "from-0", metav1.GetOptions{}); err != nil {
+			t.Errorf("server %d with the first server's admin kubeconfig: %v", i, err)
+		}
+	}
+	harness.WaitEndpoints(t, s.client(0), harness.Addrs(0, 1, 2), 100*time.Millisecond, 30*time.Second)
+	list := s.members(2)
+	if n := strings.Count(list, " voter"); n != 3 || strings.Contains(list, "learner") {
+		t.Errorf("etcd members: want 3 voters\n%s", list)
+	}
+
+	// Refused joins: nothing written, no member added.
+	otherCluster := "K10" + strings.Repeat("0", 64) + "::server:" + strings.SplitN(token, "::server:", 2)[1]
+	wrongPassword := strings.SplitN(token, "::server:", 2)[0] + "::server:wrong"
+	for _, tc := range []struct{ name, token, want string }{
+		{"another cluster's CA hash", otherCluster, "is not the token's"},
+		{"a wrong password", wrongPassword, "401"},
+		{"no CA hash", "secret", "no CA hash"},
+	} {
+		out, err := s.run(3, "--server", "https://"+harness.Addr(0)+":6443", "--token", tc.token)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("join with %s: err %v, want a refusal saying %q\n%s", tc.name, err, tc.want, out)
+		}
+		if _, err := os.Stat(s.dataDir(3)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("join with %s wrote its data dir", tc.name)
+		}
+	}
+	if list := s.members(0); strings.Count(list, "\n") != 4 {
+		t.Errorf("refused joins changed the membership:\n%s", list)
+	}
+
+	// The first server dies: the others take writes (after etcd elects
+	// a new leader), and it rejoins from its data dir.
+	s.proc[0].Kill()
+	<-s.proc[0].Exited()
+	var written int
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := s.client(1).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("while-0-down-%d", written)}}, metav1.CreateOptions{})
+		if err == nil {
+			written++
+		}
+		return written == 5, nil
+	})
+	if err != nil {
+		t.Fatalf("writes through server 1 with server 0 down: %d of 5 acknowledged: %v", written, err)
+	}
+	s.start(0)
+	for n := range written {
+		if _, err := s.client(0).CoreV1().ConfigMaps("default").Get(ctx, fmt.Sprintf("while-0-down-%d", n), metav1.GetOptions{}); err != nil {
+			t.Errorf("the restarted server 0 does not have a write acknowledged while it was down: %v", err)
+		}
+	}
+	if list := s.members(0); strings.Count(list, " voter") != 3 {
+		t.Errorf("after server 0's restart, etcd members:\n%s", list)
+	}
+
+	// Quorum lost: servers 1 and 2 die for good. Server 0 is not ready;
+	// --cluster-reset makes it a cluster of one with its data.
+	for _, i := range []int{1, 2} {
+		s.proc[i].Kill()
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := s.client(0).CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Error("server 0 stayed ready without etcd's quorum")
+	}
+	s.proc[0].Kill()
+	if out, err := s.run(0, "--cluster-reset"); err != nil || !strings.Contains(out, "without --cluster-reset") {
+		t.Fatalf("--cluster-reset: %v\n%s", err, out)
+	}
+	s.start(0)
+	if _, err := s.client(0).CoreV1().ConfigMaps("default").Get(ctx, "while-0-down-0", metav1.GetOptions{}); err != nil {
+		t.Errorf("after --cluster-reset: %v", err)
+	}
+	if _, err := s.client(0).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-reset"}}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a write after --cluster-reset: %v", err)
+	}
+	if list := s.members(0); strings.Count(list, " voter") != 1 {
+		t.Errorf("after --cluster-reset, etcd members:\n%s", list)
+	}
+}
