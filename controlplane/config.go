@@ -80,6 +80,12 @@ type Config struct {
 	Token string
 	// TokenFile is --token-file: a file holding Token.
 	TokenFile string
+	// AllowPrivileged is --allow-privileged: Pods may run privileged
+	// containers. Default: true, as kubeadm and k3s set it (CNI plugins,
+	// kube-proxy and storage drivers run privileged); kube-apiserver's is
+	// false. It holds for the whole process: the first server started in
+	// it sets it (upstream's capabilities package is process-wide).
+	AllowPrivileged bool
 	// ClusterReset is k3s's --cluster-reset: instead of serving, make the
 	// data dir's etcd member a new cluster of one with its data (a
 	// survivor of a lost quorum), or with ClusterResetRestorePath's
@@ -294,6 +300,7 @@ func NewConfig() Config {
 		Etcd:             etcd,
 		Audit:            audit,
 		DefaultAudit:     true,
+		AllowPrivileged:  true,
 
 		EtcdSnapshotScheduleCron: etcdsnapshot.DefaultSchedule,
 		EtcdSnapshotRetention:    etcdsnapshot.DefaultRetention,

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/capabilities"
 
 	"github.com/kubeboot/kubeboot/internal/apiserver"
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
@@ -100,6 +101,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if err := clearResetMarker(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	// Read by Pod validation; as kube-apiserver's Run, before serving.
+	capabilities.Setup(cfg.AllowPrivileged, 0)
 	if cfg.secretsEncryptionConfig {
 		if created, err := secretsencryption.Ensure(cfg.Etcd.EncryptionProviderConfigFilepath, time.Now()); err != nil {
 			return nil, fmt.Errorf("--secrets-encryption: %w", err)

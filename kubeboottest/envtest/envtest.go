@@ -203,7 +203,16 @@ func (te *Environment) Start() (_ *rest.Config, err error) {
 		DataDir:      filepath.Join(dir, "server"),
 		Controllers:  te.Controllers,
 		StartTimeout: timeout,
-		Configure:    func(c *controlplane.Config) { c.CRDs = crds },
+		Configure: func(c *controlplane.Config) {
+			c.CRDs = crds
+			// As controller-runtime's envtest starts kube-apiserver:
+			// --disable-admission-plugins=ServiceAccount, since without
+			// the controller manager no namespace gets the default
+			// account the plugin requires of every Pod. Its other
+			// defaults (--allow-privileged, the 10.0.0.0/24 range, RBAC)
+			// are kubeboottest's already.
+			c.Admission.GenericAdmission.DisablePlugins = append(c.Admission.GenericAdmission.DisablePlugins, "ServiceAccount")
+		},
 		Setup: func(_ context.Context, srv *kubeboottest.Server) error {
 			if err := te.WebhookInstallOptions.Install(srv.Config); err != nil {
 				return fmt.Errorf("installing webhooks: %w", err)

@@ -162,6 +162,27 @@ func TestCRDErrors(t *testing.T) {
 	}
 }
 
+// TestEnvtestDefaults: as on controller-runtime's envtest, a Pod is
+// created in a new namespace that has no default ServiceAccount (no
+// controller manager makes one), privileged containers included.
+func TestEnvtestDefaults(t *testing.T) {
+	cfg := start(t, &envtest.Environment{})
+	ctx := context.Background()
+	client := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	privileged := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "fresh"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			SecurityContext: &corev1.SecurityContext{Privileged: &privileged}}}},
+	}
+	if _, err := client.CoreV1().Pods("fresh").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Errorf("creating a privileged Pod in a namespace without a default ServiceAccount: %v", err)
+	}
+}
+
 // TestAddUser: a provisioned user authenticates as itself and RBAC
 // applies to it.
 func TestAddUser(t *testing.T) {

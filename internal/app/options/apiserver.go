@@ -85,6 +85,7 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	// --request-timeout, ...
 	c.GenericServerRun.AddUniversalFlags(fs)
 	addGroupFlags(fs, c.Etcd.AddFlags, etcdFlags)
+	fs.BoolVar(&c.AllowPrivileged, "allow-privileged", c.AllowPrivileged, "If true, allow privileged containers. Default true, as kubeadm and k3s set it (kube-apiserver's default is false).")
 	fs.BoolVar(&c.ClusterInit, "cluster-init", c.ClusterInit, "Start a cluster that other servers can join (k3s's flag): the embedded etcd takes peers on --advertise-address port 2380 (TLS from its own CA in pki/etcd), and the join token is written to token in --data-dir.")
 	fs.StringVar(&c.JoinServer, "server", c.JoinServer, "On the first start, join the cluster of the server at this URL (https://<address>:6443) with --token: fetch its CAs and keys, join its etcd as a learner, serve once promoted. A restart needs neither flag.")
 	fs.StringVar(&c.Token, "token", c.Token, "The cluster's join token, K10<CA hash>::server:<password>, from token in the first server's --data-dir. Default: $"+tokenEnv+".")
