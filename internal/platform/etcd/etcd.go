@@ -107,8 +107,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	ready := e.Server.ReadyNotify()
+	if cfg.Join {
+		ready = joined(ctx, e)
+	}
 	select {
-	case <-e.Server.ReadyNotify():
+	case <-ready:
 	case err := <-e.Err():
 		closing.Store(true)
 		e.Close()
@@ -123,6 +127,39 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, ctx.Err()
 	}
 	return &Server{etcd: e, client: v3client.New(e.Server), socket: socket, closing: closing}, nil
+}
+
+// joined is closed once a joining member follows a leader and holds the
+// cluster's data, or is ready. etcd's readiness waits until the member
+// has published its name through raft, and a new member catches up from
+// the leader's snapshot (etcd compacts its raft log every 100 entries):
+// when the leader applied the member's first publish before cutting that
+// snapshot, the member never applies it as an entry of its own and waits
+// out etcd's request timeout (7 s) to publish again. The member serves
+// the in-process client meanwhile; only its client socket waits.
+func joined(ctx context.Context, e *embed.Etcd) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if s := e.Server; s.Leader() != 0 && s.KV().Rev() > 1 {
+				close(done)
+				return
+			}
+			select {
+			case <-e.Server.ReadyNotify():
+				close(done)
+				return
+			case <-e.Server.StopNotify(): // Start reports why
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return done
 }
 
 func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, error) {

@@ -35,15 +35,14 @@ func (s *Server) AddLearner(ctx context.Context, name, peerURL string) (clusterj
 	} else if err != nil {
 		return clusterjoin.Member{}, err
 	}
+	// As etcdctl member add prints it: a member that has not published
+	// its name yet (one that joined moments ago) is listed without one;
+	// etcd matches the members by their peer URLs.
 	var initial []string
 	for _, m := range resp.Members {
 		memberName := m.Name
 		if m.ID == resp.Member.ID {
 			memberName = name
-		} else if memberName == "" {
-			// Added, never started: it cannot be in the initial cluster
-			// under a name, and etcd would refuse the new member's start.
-			return clusterjoin.Member{}, fmt.Errorf("etcd member %x (%s) was added but never started; remove it first (kubeboot etcd member remove)", m.ID, strings.Join(m.PeerURLs, ","))
 		}
 		for _, u := range m.PeerURLs {
 			initial = append(initial, memberName+"="+u)
