@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -104,8 +105,9 @@ func (s *servers) members(i int) string {
 // three voting members. Joins with a token of another cluster or a wrong
 // password are refused, writing nothing and adding no member. When the
 // first server is killed, writes through the others go on; restarted on
-// its data dir without join flags, it rejoins and has them. With the
-// other two lost for good, it is not ready (no quorum) until
+// its data dir without join flags, it rejoins and has them. When the
+// other two die, it is not ready and takes no writes (no quorum); it
+// heals without a restart when they return; with them lost for good,
 // --cluster-reset makes it a cluster of one with its data.
 func TestJoinServers(t *testing.T) {
 	if !harness.InNetNS(t, harness.Addrs(0, 1, 2, 3)...) {
@@ -185,18 +187,40 @@ func TestJoinServers(t *testing.T) {
 		t.Errorf("after server 0's restart, etcd members:\n%s", list)
 	}
 
-	// Quorum lost: servers 1 and 2 die for good. Server 0 is not ready;
-	// --cluster-reset makes it a cluster of one with its data.
-	for _, i := range []int{1, 2} {
-		s.proc[i].Kill()
+	// Quorum lost: server 0 is not ready and its writes fail, within the
+	// client's deadline; when the others come back it heals on its own.
+	lose := func() {
+		t.Helper()
+		for _, i := range []int{1, 2} {
+			s.proc[i].Kill()
+		}
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := s.client(0).CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err != nil, nil
+		})
+		if err != nil {
+			t.Error("server 0 stayed ready without etcd's quorum")
+		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := s.client(0).CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err != nil, nil
+	lose()
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	if _, err := s.client(0).CoreV1().ConfigMaps("default").Create(wctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "without-quorum"}}, metav1.CreateOptions{}); err == nil {
+		t.Error("a write was acknowledged without etcd's quorum")
+	}
+	cancel()
+	s.start(1)
+	s.start(2)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := s.client(0).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "healed"}}, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), nil
 	})
 	if err != nil {
-		t.Error("server 0 stayed ready without etcd's quorum")
+		t.Fatalf("server 0 did not heal when the others came back: %v", err)
 	}
+
+	// Servers 1 and 2 die for good: --cluster-reset makes server 0 a
+	// cluster of one with its data.
+	lose()
 	s.proc[0].Kill()
 	if out, err := s.run(0, "--cluster-reset"); err != nil || !strings.Contains(out, "without --cluster-reset") {
 		t.Fatalf("--cluster-reset: %v\n%s", err, out)
