@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -60,14 +61,8 @@ func BenchmarkJoin(b *testing.B) {
 			s.Kill()
 		}
 	}
-	b.ReportMetric(median(second), "second-join-ms")
+	b.ReportMetric(benchserver.Median(second), "second-join-ms")
 	b.ReportMetric(slices.Max(second), "second-join-max-ms")
-	b.ReportMetric(median(third), "third-join-ms")
+	b.ReportMetric(benchserver.Median(third), "third-join-ms")
 	b.ReportMetric(slices.Max(third), "third-join-max-ms")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

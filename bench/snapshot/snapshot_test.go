@@ -13,16 +13,14 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -62,9 +60,9 @@ func BenchmarkSnapshot(b *testing.B) {
 		readies = append(readies, float64(time.Since(start).Milliseconds()))
 		srv.Kill()
 	}
-	b.ReportMetric(median(saves), "save-ms")
-	b.ReportMetric(median(restores), "restore-ms")
-	b.ReportMetric(median(readies), "restored-ready-ms")
+	b.ReportMetric(benchserver.Median(saves), "save-ms")
+	b.ReportMetric(benchserver.Median(restores), "restore-ms")
+	b.ReportMetric(benchserver.Median(readies), "restored-ready-ms")
 	b.ReportMetric(float64(size)/(1<<20), "snapshot-MiB")
 }
 
@@ -72,32 +70,9 @@ func BenchmarkSnapshot(b *testing.B) {
 func fill(b *testing.B, srv *harness.APIServer) {
 	client := srv.MustClient(b)
 	data := map[string]string{"payload": strings.Repeat("x", 1024)}
-	var next, failed atomic.Int64
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(*objects) {
-					return
-				}
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: data}
-				if _, err := client.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d creates failed", n)
-	}
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
+	benchserver.Creates(b, *objects, 32, func(i int) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: data}
+		_, err := client.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{})
+		return err
+	})
 }

@@ -25,16 +25,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
@@ -70,11 +66,11 @@ func benchmarkCreates(b *testing.B, typ corev1.ServiceType) {
 		b.StopTimer()
 		srv := kubeboot.Start(b)
 		b.StartTimer()
-		rate, latencies := measure(b, createService(srv.MustClient(b), typ))
+		rate, latencies := measure(b, benchserver.CreateService(srv.MustClient(b), typ))
 		b.StopTimer()
 		ours = append(ours, rate)
-		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(benchserver.Percentile(latencies, 50), "p50-ms")
+		b.ReportMetric(benchserver.Percentile(latencies, 99), "p99-ms")
 		ourPeaks = append(ourPeaks, benchserver.MemoryOf(b, srv.PID()).Peak)
 		benchserver.Stop(b, srv, 30*time.Second)
 		if *peer {
@@ -83,18 +79,18 @@ func benchmarkCreates(b *testing.B, typ corev1.ServiceType) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rate, _ := measure(b, createService(client, typ))
+			rate, _ := measure(b, benchserver.CreateService(client, typ))
 			theirs = append(theirs, rate)
 			theirPeaks = append(theirPeaks, benchserver.MemoryOf(b, p.PID()).Peak)
 			p.Stop()
 		}
 	}
-	b.ReportMetric(median(ours), "creates/s")
-	b.ReportMetric(median(ourPeaks), "peak-RSS-MiB")
+	b.ReportMetric(benchserver.Median(ours), "creates/s")
+	b.ReportMetric(benchserver.Median(ourPeaks), "peak-RSS-MiB")
 	if *peer {
-		b.ReportMetric(median(theirs), "peer-creates/s")
-		b.ReportMetric(median(theirPeaks), "peer-peak-RSS-MiB")
-		b.ReportMetric(median(ours)/median(theirs), "ratio")
+		b.ReportMetric(benchserver.Median(theirs), "peer-creates/s")
+		b.ReportMetric(benchserver.Median(theirPeaks), "peer-peak-RSS-MiB")
+		b.ReportMetric(benchserver.Median(ours)/benchserver.Median(theirs), "ratio")
 	}
 }
 
@@ -162,9 +158,9 @@ func compareSecretCreates(b *testing.B, other string, args, otherArgs []string) 
 			benchserver.Stop(b, srv, 30*time.Second)
 		}
 	}
-	b.ReportMetric(median(rates[0]), "creates/s")
-	b.ReportMetric(median(rates[1]), other+"-creates/s")
-	b.ReportMetric(median(rates[1])/median(rates[0]), other+"-ratio")
+	b.ReportMetric(benchserver.Median(rates[0]), "creates/s")
+	b.ReportMetric(benchserver.Median(rates[1]), other+"-creates/s")
+	b.ReportMetric(benchserver.Median(rates[1])/benchserver.Median(rates[0]), other+"-ratio")
 }
 
 // BenchmarkRotateKeys creates 10,000 Secrets on a kubeboot apiserver
@@ -216,68 +212,13 @@ func BenchmarkRotateKeys(b *testing.B) {
 		totals = append(totals, total.Seconds())
 		benchserver.Stop(b, srv, 30*time.Second)
 	}
-	b.ReportMetric(median(rates), "reencrypted/s")
-	b.ReportMetric(median(totals), "rotation-s")
+	b.ReportMetric(benchserver.Median(rates), "reencrypted/s")
+	b.ReportMetric(benchserver.Median(totals), "rotation-s")
 }
 
-// measure runs create for 0 ... services-1 from concurrency workers and
-// returns creates/s and the sorted latencies of the creates.
+// measure creates services Services (or Secrets) from concurrency
+// workers.
 func measure(b *testing.B, create func(i int) error) (float64, []time.Duration) {
-	start := time.Now()
-	latencies, errs := createAll(create)
-	elapsed := time.Since(start)
-	if errs > 0 {
-		b.Fatalf("%d of %d creates failed", errs, services)
-	}
-	slices.Sort(latencies)
-	return float64(services) / elapsed.Seconds(), latencies
-}
-
-// createService creates Service i of type typ.
-func createService(client kubernetes.Interface, typ corev1.ServiceType) func(i int) error {
-	return func(i int) error {
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%d", i)},
-			Spec: corev1.ServiceSpec{
-				Type:     typ,
-				Selector: map[string]string{"app": fmt.Sprintf("app-%d", i)},
-				Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
-			},
-		}
-		_, err := client.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{})
-		return err
-	}
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-// createAll runs create for 0 ... services-1 from concurrency workers and
-// returns each create's latency and the number of failures.
-func createAll(create func(i int) error) ([]time.Duration, int) {
-	var next atomic.Int64
-	var failed atomic.Int64
-	latencies := make([]time.Duration, services)
-	var wg sync.WaitGroup
-	for range concurrency {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= services {
-					return
-				}
-				t0 := time.Now()
-				err := create(i)
-				latencies[i] = time.Since(t0)
-				if err != nil {
-					failed.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return latencies, int(failed.Load())
+	b.Helper()
+	return benchserver.Creates(b, services, concurrency, create)
 }
