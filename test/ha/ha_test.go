@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,10 +104,11 @@ func (s *servers) members(i int) string {
 // others joining with its token, make one cluster: one admin kubeconfig
 // works against each, the kubernetes Service lists the three, etcd has
 // three voting members. Joins with a token of another cluster or a wrong
-// password are refused, writing nothing and adding no member. When the
-// first server is killed, writes through the others go on; restarted on
-// its data dir without join flags, it rejoins and has them. When the
-// other two die, it is not ready and takes no writes (no quorum); it
+// password are refused, writing nothing and adding no member. While one
+// is frozen (SIGSTOP) the others take writes, which it serves once
+// thawed. When the first server is killed, writes through the others go
+// on; restarted on its data dir without join flags, it rejoins and has
+// them. When the other two die, it is not ready and takes no writes (no quorum); it
 // heals without a restart when they return; with them lost for good,
 // --cluster-reset makes it a cluster of one with its data.
 func TestJoinServers(t *testing.T) {
@@ -162,12 +164,36 @@ func TestJoinServers(t *testing.T) {
 		t.Errorf("refused joins changed the membership:\n%s", list)
 	}
 
+	// A frozen server (SIGSTOP: its etcd member stops answering): the
+	// others keep taking writes; thawed, it catches up and serves them.
+	if err := syscall.Kill(s.proc[2].PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for n := range 5 {
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, err := s.client(n%2).CoreV1().ConfigMaps("default").Create(wctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("while-2-frozen-%d", n)}}, metav1.CreateOptions{})
+		cancel()
+		if err != nil {
+			t.Errorf("a write with server 2 frozen: %v", err)
+		}
+	}
+	if err := syscall.Kill(s.proc[2].PID(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := s.client(2).CoreV1().ConfigMaps("default").Get(ctx, "while-2-frozen-4", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Errorf("server 2, thawed, does not serve the writes made while it was frozen: %v", err)
+	}
+
 	// The first server dies: the others take writes (after etcd elects
 	// a new leader), and it rejoins from its data dir.
 	s.proc[0].Kill()
 	<-s.proc[0].Exited()
 	var written int
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := s.client(1).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("while-0-down-%d", written)}}, metav1.CreateOptions{})
 		if err == nil {
 			written++
