@@ -131,8 +131,8 @@ type Config struct {
 	DefaultAudit bool
 
 	// ServiceClusterIPRange is --service-cluster-ip-range: one CIDR, or
-	// two of different families. Empty: 10.0.0.0/24, with kube-apiserver's
-	// deprecation warning.
+	// two of different families. Default: kubeadm's 10.96.0.0/12
+	// (kube-apiserver's deprecated default is 10.0.0.0/24).
 	ServiceClusterIPRange string
 	// ServiceNodePortRange is --service-node-port-range. Default:
 	// 30000-32767.
@@ -305,6 +305,7 @@ func NewConfig() Config {
 		EtcdSnapshotScheduleCron: etcdsnapshot.DefaultSchedule,
 		EtcdSnapshotRetention:    etcdsnapshot.DefaultRetention,
 
+		ServiceClusterIPRange:     network.DefaultServiceClusterIPRange,
 		ServiceNodePortRange:      network.DefaultServiceNodePortRange,
 		EndpointReconcilerType:    string(reconcilers.Lease),
 		APIServerCount:            1,
@@ -393,10 +394,6 @@ func (c Config) Complete() (CompletedConfig, error) {
 	errs = append(errs, cc.GenericServerRun.Validate()...)
 	errs = append(errs, cc.completeEtcd()...)
 
-	if cc.ServiceClusterIPRange == "" {
-		cc.ServiceClusterIPRange = network.DefaultServiceClusterIPRange
-		cc.warnings = append(cc.warnings, fmt.Sprintf("No CIDR for service cluster IPs specified. Default value which was %s is deprecated and will be removed in future releases. Please specify it using --service-cluster-ip-range on kube-apiserver.", network.DefaultServiceClusterIPRange))
-	}
 	serviceCIDRs, err := network.ParseServiceCIDRs(cc.ServiceClusterIPRange)
 	if err != nil {
 		errs = append(errs, err)

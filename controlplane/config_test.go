@@ -93,9 +93,9 @@ func TestComplete(t *testing.T) {
 					t.Errorf("advertise address %s (group: %s)", cc.apiserver.AdvertiseAddress, cc.GenericServerRun.AdvertiseAddress)
 				}
 			}},
-		{name: "no Service range: kube-apiserver's deprecated default, with its warning",
+		{name: "the default Service range is kubeadm's, without a warning",
 			check: func(t *testing.T, cc *completedConfig) {
-				if cc.apiserver.Services.CIDRs.String() != "10.0.0.0/24" || len(cc.warnings) != 1 {
+				if cc.apiserver.Services.CIDRs.String() != "10.96.0.0/12" || len(cc.warnings) != 0 {
 					t.Errorf("range %s, warnings %q", cc.apiserver.Services.CIDRs, cc.warnings)
 				}
 			}},

@@ -145,8 +145,8 @@ func StartServer(opts Options) (_ *Server, err error) {
 	cfg.CRDDir = opts.CRDDir
 	// As envtest's kube-apiserver: a test server records no audit events.
 	cfg.DefaultAudit = false
-	// A test server's own range, so the default's deprecation warning
-	// does not show up in every test log.
+	// envtest's range, as tests written against it may expect
+	// (controller-runtime's envtest passes 10.0.0.0/24).
 	cfg.ServiceClusterIPRange = "10.0.0.0/24"
 	if len(opts.Controllers) > 0 {
 		cm, err := kubecontrollermanager.NewOptions()

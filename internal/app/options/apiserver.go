@@ -98,7 +98,7 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.EtcdDisableSnapshots, "etcd-disable-snapshots", c.EtcdDisableSnapshots, "Take no scheduled snapshots.")
 	fs.BoolVar(&c.SecretsEncryption, "secrets-encryption", c.SecretsEncryption, "Encrypt Secrets at rest with an aescbc key generated on first start, kept in --data-dir (encryption/config.yaml) and rotated by `kubeboot secrets-encrypt rotate-keys` (k3s's flag). Excludes --encryption-provider-config.")
 
-	fs.StringVar(&c.ServiceClusterIPRange, "service-cluster-ip-range", c.ServiceClusterIPRange, "A CIDR notation IP range from which to assign service cluster IPs, or two of different families separated by a comma for dual-stack. Default 10.0.0.0/24.")
+	fs.StringVar(&c.ServiceClusterIPRange, "service-cluster-ip-range", c.ServiceClusterIPRange, "A CIDR notation IP range from which to assign service cluster IPs, or two of different families separated by a comma for dual-stack (kubeadm's default; kube-apiserver's deprecated one is 10.0.0.0/24).")
 	fs.StringVar(&c.ServiceNodePortRange, "service-node-port-range", c.ServiceNodePortRange, "A port range to reserve for services with NodePort visibility. Example: '30000-32767'. Inclusive at both ends of the range.")
 
 	fs.IntVar(&c.KubernetesServiceNodePort, "kubernetes-service-node-port", c.KubernetesServiceNodePort, "If non-zero, the Kubernetes master service (which apiserver creates/maintains) will be of type NodePort, using this as the value of the port. If zero, the Kubernetes master service will be of type ClusterIP.")

@@ -9,9 +9,10 @@ import (
 	"strings"
 )
 
-// Defaults, as kube-apiserver.
+// Defaults: the Service range is kubeadm's (kube-apiserver's deprecated
+// one is 10.0.0.0/24, 256 addresses), the NodePort range kube-apiserver's.
 const (
-	DefaultServiceClusterIPRange = "10.0.0.0/24"
+	DefaultServiceClusterIPRange = "10.96.0.0/12"
 	DefaultServiceNodePortRange  = "30000-32767"
 	// maxServiceRangeBits bounds a service range to 2^20 addresses, the
 	// most kube-apiserver accepts (the range is tracked in etcd).

@@ -9,7 +9,7 @@ func TestParseServiceCIDRs(t *testing.T) {
 	tests := []struct {
 		name, in, want, wantErr, wantIP string
 	}{
-		{name: "default", in: DefaultServiceClusterIPRange, want: "10.0.0.0/24", wantIP: "10.0.0.1"},
+		{name: "default", in: DefaultServiceClusterIPRange, want: "10.96.0.0/12", wantIP: "10.96.0.1"},
 		{name: "dual stack", in: "10.96.0.0/16,fd00::/108", want: "10.96.0.0/16,fd00::/108", wantIP: "10.96.0.1"},
 		{name: "ipv6 primary", in: "fd00::/112", want: "fd00::/112", wantIP: "fd00::1"},
 		{name: "too large v4", in: "10.0.0.0/8", wantErr: "the mask must be >= 12"},
