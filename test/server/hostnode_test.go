@@ -245,6 +245,10 @@ func nodeServerArgs(t *testing.T, addr, cri string) []string {
 		"--kubelet-arg=--root-dir=" + kubeletDir,
 		"--kubelet-arg=--hostname-override=" + nodeName,
 		"--kubelet-arg=--node-ip=" + addr,
+		// The node shares the machine's disk with the build and the other
+		// tests: the default thresholds (15% free for images) would evict
+		// the test's Pods whenever the disk is merely busy.
+		"--kubelet-arg=--eviction-hard=nodefs.available<1%,imagefs.available<1%,memory.available<100Mi",
 		// nf_conntrack_max is not the namespace's to set.
 		"--proxy-arg=--conntrack-max-per-core=0",
 	}
