@@ -1,15 +1,5 @@
 #!/usr/bin/env bash
-# Runs BenchmarkFailover inside a private network namespace whose lo holds
-# 198.51.100.1-3: nothing leaves the machine. Needs root (unshare --net).
-# Extra arguments go to the benchmark binary, e.g. -test.benchtime=10x.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/kubeboot" ./cmd/kubeboot
-go test -c -o "$tmp/failover.test" ./bench/failover
-KUBEBOOT_BIN="$tmp/kubeboot" unshare --net -- sh -c '
-	set -e
-	ip link set lo up
-	for i in 1 2 3; do ip addr add 198.51.100.$i/32 dev lo; done
-	exec "$@"' sh "$tmp/failover.test" -test.run '^$' -test.bench . -test.benchtime 5x "$@"
+# Runs BenchmarkFailover in a private network namespace with
+# 198.51.100.1-3 (bench/internal/netns.sh). Extra arguments go to the
+# benchmark binary, e.g. -test.benchtime=10x.
+exec "$(dirname "$0")/../internal/netns.sh" failover "1 2 3" -test.benchtime 5x "$@"

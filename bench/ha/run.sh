@@ -1,16 +1,6 @@
 #!/usr/bin/env bash
-# Runs BenchmarkServices inside a private network namespace whose lo holds
+# Runs BenchmarkServices in a private network namespace with
 # 198.51.100.1-3 (kubeboot's servers) and .11-.13 (the peer's etcd
-# members): nothing leaves the machine. Needs root (unshare --net). Extra
-# arguments go to the benchmark binary, e.g. -test.benchtime 3x -peer.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/kubeboot" ./cmd/kubeboot
-go test -c -o "$tmp/ha.test" ./bench/ha
-KUBEBOOT_BIN="$tmp/kubeboot" unshare --net -- sh -c '
-	set -e
-	ip link set lo up
-	for i in 1 2 3 11 12 13; do ip addr add 198.51.100.$i/32 dev lo; done
-	exec "$@"' sh "$tmp/ha.test" -test.run '^$' -test.bench . "$@"
+# members), through bench/internal/netns.sh. Extra arguments go to the
+# benchmark binary, e.g. -test.benchtime 3x -peer.
+exec "$(dirname "$0")/../internal/netns.sh" ha "1 2 3 11 12 13" "$@"
