@@ -10,18 +10,13 @@
 package join
 
 import (
-	"context"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/test/harness"
@@ -30,17 +25,6 @@ import (
 var objects = flag.Int("objects", 0, "ConfigMaps of about 1 KiB stored before the joins, for the joining servers to catch up with")
 
 func TestMain(m *testing.M) { harness.Main(m) }
-
-// fill stores *objects ConfigMaps through srv.
-func fill(b *testing.B, srv *harness.APIServer) {
-	client := srv.MustClient(b)
-	data := map[string]string{"payload": strings.Repeat("x", 1024)}
-	benchserver.Creates(b, *objects, 32, func(i int) error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: data}
-		_, err := client.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{})
-		return err
-	})
-}
 
 func BenchmarkJoin(b *testing.B) {
 	addrs := harness.Addrs(0, 1, 2)
@@ -58,7 +42,7 @@ func BenchmarkJoin(b *testing.B) {
 		root := b.TempDir()
 		dir := func(i int) string { return filepath.Join(root, string(rune('0'+i))) }
 		first := harness.StartReadyAPIServer(b, time.Minute, bin, dir(0), args(0, "--cluster-init")...)
-		fill(b, first)
+		benchserver.CreateConfigMaps(b, first.MustClient(b), *objects)
 		token, err := os.ReadFile(filepath.Join(dir(0), "token"))
 		if err != nil {
 			b.Fatal(err)

@@ -8,7 +8,6 @@
 package snapshot
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os/exec"
@@ -16,9 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
 	"github.com/kubeboot/kubeboot/test/harness"
@@ -39,7 +35,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	for range b.N {
 		dataDir := filepath.Join(b.TempDir(), "data")
 		srv := harness.StartReadyAPIServer(b, time.Minute, bin, dataDir, args...)
-		fill(b, srv)
+		benchserver.CreateConfigMaps(b, srv.MustClient(b), *objects)
 		start := time.Now()
 		out, err := exec.Command(bin, "etcd-snapshot", "save", "--data-dir", dataDir).CombinedOutput()
 		saves = append(saves, float64(time.Since(start).Milliseconds()))
@@ -64,15 +60,4 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(benchserver.Median(restores), "restore-ms")
 	b.ReportMetric(benchserver.Median(readies), "restored-ready-ms")
 	b.ReportMetric(float64(size)/(1<<20), "snapshot-MiB")
-}
-
-// fill stores *objects ConfigMaps of about 1 KiB from 32 workers.
-func fill(b *testing.B, srv *harness.APIServer) {
-	client := srv.MustClient(b)
-	data := map[string]string{"payload": strings.Repeat("x", 1024)}
-	benchserver.Creates(b, *objects, 32, func(i int) error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: data}
-		_, err := client.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{})
-		return err
-	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,18 @@ func CreateService(client kubernetes.Interface, typ corev1.ServiceType) func(i i
 		_, err := client.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{})
 		return err
 	}
+}
+
+// CreateConfigMaps stores n ConfigMaps of about 1 KiB in default from 32
+// workers, for a benchmark that needs data in etcd.
+func CreateConfigMaps(tb testing.TB, client kubernetes.Interface, n int) {
+	tb.Helper()
+	data := map[string]string{"payload": strings.Repeat("x", 1024)}
+	Creates(tb, n, 32, func(i int) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: data}
+		_, err := client.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{})
+		return err
+	})
 }
 
 // Percentile is the p-th percentile (0-100) of sorted latencies, in ms.
