@@ -93,3 +93,22 @@ server.`,
 	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newVersionCommand())
 	return root
 }
+
+// groupCommand is a command that only groups its subcommands: run alone,
+// it prints its help.
+func groupCommand(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+}
+
+// dataDirGroup is a groupCommand whose subcommands work on a server's data
+// dir: its --data-dir flag, described by usage, sets dataDir.
+func dataDirGroup(use, short, usage string, dataDir *string) *cobra.Command {
+	cmd := groupCommand(use, short)
+	cmd.PersistentFlags().StringVar(dataDir, "data-dir", *dataDir, usage)
+	return cmd
+}

@@ -17,13 +17,8 @@ import (
 // leaf certificates so that the server issues new ones.
 func newCertificateCommand() *cobra.Command {
 	dataDir := controlplane.DefaultDataDir()
-	cmd := &cobra.Command{
-		Use:   "certificate",
-		Short: "Check and rotate the certificates in the data dir",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
-	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", dataDir, "The server's data directory, whose pki holds the certificates.")
+	cmd := dataDirGroup("certificate", "Check and rotate the certificates in the data dir",
+		"The server's data directory, whose pki holds the certificates.", &dataDir)
 
 	check := &cobra.Command{
 		Use:   "check",

@@ -17,19 +17,9 @@ import (
 // embedded etcd, through its socket in the data dir.
 func newEtcdCommand() *cobra.Command {
 	dataDir := controlplane.DefaultDataDir()
-	cmd := &cobra.Command{
-		Use:   "etcd",
-		Short: "The embedded etcd of a running server (--cluster-init, --server)",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
-	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", dataDir, "The data directory of the running server, on embedded etcd.")
-	member := &cobra.Command{
-		Use:   "member",
-		Short: "List and remove the members of the cluster's etcd",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
+	cmd := dataDirGroup("etcd", "The embedded etcd of a running server (--cluster-init, --server)",
+		"The data directory of the running server, on embedded etcd.", &dataDir)
+	member := groupCommand("member", "List and remove the members of the cluster's etcd")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the members: ID, name, peer URL, and whether each votes or is a learner",
@@ -86,6 +76,10 @@ func newEtcdCommand() *cobra.Command {
 // running server's embedded etcd, list, delete and prune them.
 func newEtcdSnapshotCommand() *cobra.Command {
 	dataDir := controlplane.DefaultDataDir()
+	cmd := dataDirGroup("etcd-snapshot", "Save, list, delete and prune snapshots of the embedded etcd",
+		"The data directory of the server, on embedded etcd.", &dataDir)
+	cmd.Long = `Save, list, delete and prune snapshots of a server's embedded etcd. Restore one with
+kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`
 	var dir string
 	snapshotDir := func() string {
 		if dir != "" {
@@ -93,15 +87,6 @@ func newEtcdSnapshotCommand() *cobra.Command {
 		}
 		return etcdsnapshot.Dir(dataDir)
 	}
-	cmd := &cobra.Command{
-		Use:   "etcd-snapshot",
-		Short: "Save, list, delete and prune snapshots of the embedded etcd",
-		Long: `Save, list, delete and prune snapshots of a server's embedded etcd. Restore one with
-kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
-	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", dataDir, "The data directory of the server, on embedded etcd.")
 	cmd.PersistentFlags().StringVar(&dir, "etcd-snapshot-dir", dir, "Where the snapshots are. Default: snapshots in --data-dir.")
 	name := etcdsnapshot.OnDemandName
 	save := &cobra.Command{

@@ -24,15 +24,10 @@ import (
 // started with --secrets-encryption: status counts the Secrets by the key
 // that encrypted them, rotate-keys rotates the key on the running server.
 func newSecretsEncryptCommand() *cobra.Command {
-	dataDir := controlplane.DefaultDataDir()
 	prefix := etcdstore.DefaultPrefix
-	cmd := &cobra.Command{
-		Use:   "secrets-encrypt",
-		Short: "Show and rotate the encryption of Secrets at rest (--secrets-encryption)",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
-	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", dataDir, "The data directory of the running server (started with --secrets-encryption, on embedded etcd).")
+	dataDir := controlplane.DefaultDataDir()
+	cmd := dataDirGroup("secrets-encrypt", "Show and rotate the encryption of Secrets at rest (--secrets-encryption)",
+		"The data directory of the running server (started with --secrets-encryption, on embedded etcd).", &dataDir)
 	cmd.PersistentFlags().StringVar(&prefix, "etcd-prefix", prefix, "The server's --etcd-prefix.")
 
 	status := &cobra.Command{
