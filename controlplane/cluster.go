@@ -150,7 +150,7 @@ func ensureClusterCertificates(cfg *completedConfig, ca *pki.KeyPair) error {
 
 // etcdConfig is the embedded member's configuration.
 func (s *Server) etcdConfig() etcd.Config {
-	c := etcd.Config{Dir: s.cfg.etcdDir()}
+	c := etcd.Config{Dir: s.cfg.etcdDir(), QuotaBackendBytes: s.cfg.EtcdQuotaBackendBytes}
 	m := s.cfg.cluster
 	if m == nil {
 		return c

@@ -107,6 +107,10 @@ type Config struct {
 	// EtcdDisableSnapshots is --etcd-disable-snapshots: no scheduled
 	// snapshots.
 	EtcdDisableSnapshots bool
+	// EtcdQuotaBackendBytes is --etcd-quota-backend-bytes: the embedded
+	// etcd's database size limit (etcd's --quota-backend-bytes). 0 keeps
+	// etcd's, 2 GiB.
+	EtcdQuotaBackendBytes int64
 	// SecretsEncryption is k3s's --secrets-encryption: Secrets are
 	// encrypted at rest with an aescbc key generated on first start, in a
 	// configuration kept in DataDir (encryption/config.yaml) and reloaded

@@ -155,6 +155,9 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if cfg.cluster != nil {
 		res.WrapHandler = s.joinEndpoints().Wrap
 	}
+	if cfg.embeddedEtcd() {
+		res.ReadyzChecks = append(res.ReadyzChecks, s.etcdAlarmsCheck())
+	}
 	s.api, err = apiserver.New(cfg.apiserver, res)
 	if err != nil {
 		return nil, err
@@ -363,6 +366,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.watchReady(apiCtx)
 	go s.renewCertificates(apiCtx)
 	go s.takeSnapshots(apiCtx)
+	go s.reclaimEtcdSpace(apiCtx)
 	go s.watchComponentsReady(apiCtx)
 	errCh := make(chan error, 1)
 	go func() { errCh <- s.api.Run(apiCtx) }()

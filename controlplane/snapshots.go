@@ -38,6 +38,11 @@ func (cc *completedConfig) completeSnapshots() error {
 		}
 		cc.snapshotSchedule = schedule
 	}
+	if cc.EtcdQuotaBackendBytes < 0 {
+		errs = append(errs, fmt.Errorf("--etcd-quota-backend-bytes %d must not be negative", cc.EtcdQuotaBackendBytes))
+	} else if cc.EtcdQuotaBackendBytes > 0 && !cc.embeddedEtcd() {
+		errs = append(errs, errors.New("--etcd-quota-backend-bytes is for the embedded etcd; set --quota-backend-bytes on the members of --etcd-servers"))
+	}
 	if cc.ClusterResetRestorePath != "" {
 		if !cc.ClusterReset {
 			errs = append(errs, errors.New("--cluster-reset-restore-path needs --cluster-reset"))

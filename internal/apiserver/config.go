@@ -154,6 +154,9 @@ type Resources struct {
 	// before authentication: the endpoints other servers join the
 	// cluster through, which check a token of their own.
 	WrapHandler func(http.Handler) http.Handler
+	// ReadyzChecks are readiness checks of what the caller runs beside
+	// the server (the embedded etcd's alarms).
+	ReadyzChecks []healthz.HealthChecker
 }
 
 // DefaultEventTTL is how long Events are kept (--event-ttl), as
@@ -241,6 +244,7 @@ func newChainConfig(cfg Config, res Resources) (_ *chainConfig, err error) {
 		build := gc.BuildHandlerChainFunc
 		gc.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler { return wrap(build(h, c)) }
 	}
+	gc.AddReadyzChecks(res.ReadyzChecks...)
 	if err := c.applyServing(); err != nil {
 		return nil, err
 	}

@@ -151,6 +151,10 @@ func New(cfg Config, res Resources) (_ *Server, err error) {
 	return s, nil
 }
 
+// Recorder records Events as the server's own controllers do (source
+// kube-apiserver).
+func (s *Server) Recorder() record.EventRecorder { return s.recorder }
+
 // newCoreServer builds the core server on the apiextensions server: the
 // built-in API on upstream's registries, kubeboot's core group (package
 // services allocates the Services' ClusterIPs and NodePorts).

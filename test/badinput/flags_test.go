@@ -124,6 +124,8 @@ func TestBadFlags(t *testing.T) {
 		{"a token without a server", []string{"--token=K10" + strings.Repeat("a", 64) + "::server:p"}, "--token"},
 		{"snapshot schedule that is not cron", []string{"--etcd-snapshot-schedule-cron=every noon"}, "--etcd-snapshot-schedule-cron"},
 		{"snapshot retention of 0", []string{"--etcd-snapshot-retention=0"}, "--etcd-snapshot-retention"},
+		{"negative etcd quota", []string{"--etcd-quota-backend-bytes=-1"}, "--etcd-quota-backend-bytes"},
+		{"etcd quota on external etcd", []string{"--etcd-quota-backend-bytes=1000000", "--etcd-servers=http://127.0.0.1:2379"}, "--etcd-quota-backend-bytes"},
 		{"restore path without cluster reset", []string{"--cluster-reset-restore-path=" + someFile}, "--cluster-reset-restore-path"},
 		{"restore of a file that is no snapshot", []string{"--cluster-reset", "--cluster-reset-restore-path=" + someFile}, "--cluster-reset-restore-path"},
 		{"cluster reset of a data dir without etcd data", []string{"--cluster-reset"}, "--cluster-reset"},
