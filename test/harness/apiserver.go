@@ -69,7 +69,16 @@ func StartReadyServer(t testing.TB, timeout time.Duration, bin, dataDir string, 
 // process is killed when the test ends if it is still running.
 func StartReady(t testing.TB, timeout time.Duration, bin, command, dataDir string, args ...string) *APIServer {
 	t.Helper()
-	s, err := startCommand(bin, command, dataDir, args...)
+	return StartReadyNamed(t, timeout, bin, command, "", dataDir, args...)
+}
+
+// StartReadyNamed is StartReady in a UTS namespace of its own whose host
+// name is hostname (root only; "" keeps the machine's): servers of one
+// cluster on one machine then have identities as distinct as on machines
+// of their own (leader election holders, apiserver identity Leases).
+func StartReadyNamed(t testing.TB, timeout time.Duration, bin, command, hostname, dataDir string, args ...string) *APIServer {
+	t.Helper()
+	s, err := startCommand(bin, command, hostname, dataDir, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,13 +99,19 @@ func StartReady(t testing.TB, timeout time.Duration, bin, command, dataDir strin
 // Start starts `bin apiserver --data-dir dataDir args...`; the caller
 // stops it (StartAPIServer is the same for a test, which stops it itself).
 func Start(bin, dataDir string, args ...string) (*APIServer, error) {
-	return startCommand(bin, "apiserver", dataDir, args...)
+	return startCommand(bin, "apiserver", "", dataDir, args...)
 }
 
-// startCommand starts `bin command --data-dir dataDir args...`.
-func startCommand(bin, command, dataDir string, args ...string) (*APIServer, error) {
+// startCommand starts `bin command --data-dir dataDir args...`, with
+// hostname as its host name unless it is "".
+func startCommand(bin, command, hostname, dataDir string, args ...string) (*APIServer, error) {
 	s := &APIServer{DataDir: dataDir, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, append([]string{command, "--data-dir", dataDir}, args...)...)
+	argv := append([]string{bin, command, "--data-dir", dataDir}, args...)
+	if hostname != "" {
+		// unshare and sh exec in turn: the process is the server's.
+		argv = append([]string{"unshare", "--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, hostname}, argv...)
+	}
+	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Stdout = s.writer()
 	s.cmd.Stderr = s.writer()
 	if err := s.cmd.Start(); err != nil {
