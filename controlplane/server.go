@@ -367,6 +367,13 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.renewCertificates(apiCtx)
 	go s.takeSnapshots(apiCtx)
 	go s.reclaimEtcdSpace(apiCtx)
+	go func() {
+		select {
+		case <-s.ready:
+			s.removeDeletedServers(apiCtx)
+		case <-apiCtx.Done():
+		}
+	}()
 	go s.watchComponentsReady(apiCtx)
 	errCh := make(chan error, 1)
 	go func() { errCh <- s.api.Run(apiCtx) }()

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -211,6 +212,34 @@ func TestJoinServers(t *testing.T) {
 	}
 	if list := s.members(0); strings.Count(list, " voter") != 3 {
 		t.Errorf("after server 0's restart, etcd members:\n%s", list)
+	}
+
+	// A server gone for good: deleting its Node (which a server with
+	// --node marks as its own, as here by hand) removes its etcd member.
+	s.start(3, "--server", "https://"+harness.Addr(0)+":6443", "--token", token)
+	var member string
+	for _, line := range strings.Split(s.members(0), "\n") {
+		if strings.Contains(line, harness.Addr(3)+":") {
+			member = strings.Fields(line)[1]
+		}
+	}
+	s.proc[3].Kill()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "server3",
+		Labels:      map[string]string{controlplane.EtcdRoleLabel: "true"},
+		Annotations: map[string]string{controlplane.EtcdMemberAnnotation: member},
+		Finalizers:  []string{controlplane.EtcdMemberFinalizer}}}
+	if _, err := s.client(1).CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client(1).CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := s.client(0).CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if list := s.members(0); err != nil || member == "" || strings.Contains(list, member) || strings.Count(list, " voter") != 3 {
+		t.Errorf("server 3 (member %q) killed and its Node deleted: Node gone: %v; etcd members:\n%s", member, err == nil, list)
 	}
 
 	// Quorum lost: server 0 is not ready and its writes fail, within the

@@ -78,6 +78,11 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server) error {
 		return err
 	}
 	logger.Info("Started the kubelet", "pid", kubelet.Process.Pid, "dir", dir)
+	go func() {
+		if err := s.TieNode(kubeletCtx, o.nodeName); err != nil && kubeletCtx.Err() == nil {
+			logger.Error(err, "Marking the Node as this server's: deleting it will not remove the server's etcd member", "node", o.nodeName)
+		}
+	}()
 	kubeletDone := make(chan error, 1)
 	go func() { kubeletDone <- kubelet.Wait() }()
 	// kube-proxy stops only with the process (its informers and servers

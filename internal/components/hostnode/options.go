@@ -18,6 +18,7 @@ import (
 	"os/exec"
 
 	"github.com/spf13/pflag"
+	nodeutil "k8s.io/component-helpers/node/util"
 	proxyapp "k8s.io/kubernetes/cmd/kube-proxy/app"
 
 	"github.com/kubeboot/kubeboot/controlplane"
@@ -34,6 +35,8 @@ type Options struct {
 	// ProxyArgs is --proxy-arg: kube-proxy flags.
 	ProxyArgs []string
 
+	// nodeName is the name the kubelet registers its Node by.
+	nodeName string
 	// proxy holds kube-proxy's options, ProxyArgs parsed by its own flag
 	// set, proxyFlags.
 	proxy      *proxyapp.Options
@@ -87,6 +90,9 @@ func (o *Options) Validate() error {
 		if err := o.proxyFlags.Set("proxy-mode", mode); err != nil {
 			return fmt.Errorf("--proxy-arg=--proxy-mode: %w", err)
 		}
+	}
+	if o.nodeName, err = nodeutil.GetHostname(kubelet.HostnameOverride); err != nil {
+		return fmt.Errorf("the node's name: %w", err)
 	}
 	// kube-proxy finds its Node by the name the kubelet registers.
 	if kubelet.HostnameOverride != "" && !o.proxyFlags.Changed("hostname-override") {

@@ -85,3 +85,29 @@ func (s *Server) AdvertisePeerURL(ctx context.Context, peerURL string) error {
 	}
 	return nil
 }
+
+// RemoveNamed removes the member named name, unless it is this one (a
+// member removed leaves the cluster and stops): it reports whether a
+// member of that name was there.
+func (s *Server) RemoveNamed(ctx context.Context, name string) (bool, error) {
+	resp, err := s.client.MemberList(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range resp.Members {
+		if m.Name != name {
+			continue
+		}
+		if m.ID == s.ID() {
+			return false, fmt.Errorf("etcd member %s is this server's", name)
+		}
+		if _, err := s.client.MemberRemove(ctx, m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return false, err
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// Name is this member's name.
+func (s *Server) Name() string { return s.etcd.Config().Name }
