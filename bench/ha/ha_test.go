@@ -10,6 +10,7 @@ package ha
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,14 +79,14 @@ func BenchmarkServices(b *testing.B) {
 		one.Kill()
 
 		root = b.TempDir()
-		first := harness.StartReadyAPIServer(b, time.Minute, bin, dir(0), args(0, "--cluster-init")...)
+		first := harness.StartReadyNamed(b, time.Minute, bin, "apiserver", "server0", dir(0), args(0, "--cluster-init")...)
 		token, err := os.ReadFile(filepath.Join(dir(0), "token"))
 		if err != nil {
 			b.Fatal(err)
 		}
 		servers := []*harness.APIServer{first}
 		for i := 1; i < 3; i++ {
-			servers = append(servers, harness.StartReadyAPIServer(b, 2*time.Minute, bin, dir(i),
+			servers = append(servers, harness.StartReadyNamed(b, 2*time.Minute, bin, "apiserver", fmt.Sprintf("server%d", i), dir(i),
 				args(i, "--server", "https://"+harness.Addr(0)+":6443", "--token", strings.TrimSpace(string(token)))...))
 		}
 		var clients []kubernetes.Interface

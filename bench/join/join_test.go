@@ -2,7 +2,9 @@
 // cluster on embedded etcd (issue 27): from the exec of `kubeboot
 // apiserver --server ... --token ...` to its /readyz 200, for the second
 // server (joining a lone --cluster-init member) and the third, on an
-// empty cluster or one holding -objects ConfigMaps. It needs
+// empty cluster or one holding -objects ConfigMaps. Each server has a host
+// name of its own, as on machines of their own: with one name they would
+// share an apiserver identity Lease, which a starting server deletes. It needs
 // 198.51.100.1-3 on this host; run.sh runs it in a private network
 // namespace that has them:
 //
@@ -11,6 +13,7 @@ package join
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,7 +44,7 @@ func BenchmarkJoin(b *testing.B) {
 	for range b.N {
 		root := b.TempDir()
 		dir := func(i int) string { return filepath.Join(root, string(rune('0'+i))) }
-		first := harness.StartReadyAPIServer(b, time.Minute, bin, dir(0), args(0, "--cluster-init")...)
+		first := harness.StartReadyNamed(b, time.Minute, bin, "apiserver", "server0", dir(0), args(0, "--cluster-init")...)
 		benchserver.CreateConfigMaps(b, first.MustClient(b), *objects)
 		token, err := os.ReadFile(filepath.Join(dir(0), "token"))
 		if err != nil {
@@ -50,7 +53,7 @@ func BenchmarkJoin(b *testing.B) {
 		var started []*harness.APIServer
 		for i, via := range []int{0, 1} {
 			start := time.Now()
-			s := harness.StartReadyAPIServer(b, time.Minute, bin, dir(i+1),
+			s := harness.StartReadyNamed(b, time.Minute, bin, "apiserver", fmt.Sprintf("server%d", i+1), dir(i+1),
 				args(i+1, "--server", "https://"+addrs[via]+":6443", "--token", strings.TrimSpace(string(token)))...)
 			took := float64(time.Since(start).Milliseconds())
 			if i == 0 {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,10 +54,28 @@ func (s *servers) args(i int, extra ...string) []string {
 		"--service-cluster-ip-range", "10.96.0.0/16", "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}, extra...)
 }
 
+// hostname is server i's host name: servers on machines of their own
+// have distinct ones, which their leader election identities start with.
+func hostname(i int) string { return fmt.Sprintf("server%d", i) }
+
 // start starts server i and waits until it is ready.
 func (s *servers) start(i int, extra ...string) {
 	s.t.Helper()
-	s.proc[i] = harness.StartReadyServer(s.t, readyTimeout, s.bin, s.dataDir(i), s.args(i, extra...)...)
+	s.proc[i] = harness.StartReadyNamed(s.t, readyTimeout, s.bin, "server", hostname(i), s.dataDir(i), s.args(i, extra...)...)
+}
+
+// holder is the server holding the kube-system Lease name, or -1.
+func (s *servers) holder(via int, name string) int {
+	l, err := s.client(via).CoordinationV1().Leases(metav1.NamespaceSystem).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return -1
+	}
+	for i := range 4 {
+		if strings.HasPrefix(*l.Spec.HolderIdentity, hostname(i)+"_") {
+			return i
+		}
+	}
+	return -1
 }
 
 // run runs server i to its end, for a start that must fail.
@@ -108,8 +127,10 @@ func (s *servers) members(i int) string {
 // password are refused, writing nothing and adding no member. While one
 // is frozen (SIGSTOP) the others take writes, which it serves once
 // thawed. When the first server is killed, writes through the others go
-// on; restarted on its data dir without join flags, it rejoins and has
-// them. When the other two die, it is not ready and takes no writes (no quorum); it
+// on and another takes over the controller manager and the scheduler (a
+// Deployment's Pods are created and bound); restarted on its data dir
+// without join flags, it rejoins and has the writes. A fourth server
+// killed for good leaves etcd when its Node is deleted. When the other two die, it is not ready and takes no writes (no quorum); it
 // heals without a restart when they return; with them lost for good,
 // --cluster-reset makes it a cluster of one with its data.
 func TestJoinServers(t *testing.T) {
@@ -123,7 +144,8 @@ func TestJoinServers(t *testing.T) {
 	if !strings.HasPrefix(token, "K10") || !strings.Contains(token, "::server:") {
 		t.Fatalf("token %q is not K10<hash>::server:<password>", token)
 	}
-	s.start(1, "--server", "https://"+harness.Addr(0)+":6443", "--token", token)
+	// Server 1 plays a node, for the scheduler to bind Pods to.
+	s.start(1, "--server", "https://"+harness.Addr(0)+":6443", "--token", token, "--simulated-nodes=1")
 	tokenFile := filepath.Join(s.root, "token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -190,7 +212,14 @@ func TestJoinServers(t *testing.T) {
 	}
 
 	// The first server dies: the others take writes (after etcd elects
-	// a new leader), and it rejoins from its data dir.
+	// a new leader), another takes over the controller manager and the
+	// scheduler, which it led since it started first, and it rejoins from
+	// its data dir.
+	for _, lease := range []string{"kube-controller-manager", "kube-scheduler"} {
+		if h := s.holder(1, lease); h != 0 {
+			t.Errorf("the %s Lease is held by server %d, want the first server", lease, h)
+		}
+	}
 	s.proc[0].Kill()
 	<-s.proc[0].Exited()
 	var written int
@@ -203,6 +232,34 @@ func TestJoinServers(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("writes through server 1 with server 0 down: %d of 5 acknowledged: %v", written, err)
+	}
+	replicas := int32(2)
+	deployment := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "after-failover"}, Spec: appsv1.DeploymentSpec{
+		Replicas: &replicas,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "after-failover"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "after-failover"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}},
+	}}
+	if _, err := s.client(1).AppsV1().Deployments("default").Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := s.client(1).CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=after-failover"})
+		bound := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return err == nil && bound == 2, nil
+	})
+	if err != nil {
+		t.Errorf("with the first server dead, a Deployment's Pods were not created and bound: the controller manager or scheduler did not fail over")
+	}
+	for _, lease := range []string{"kube-controller-manager", "kube-scheduler"} {
+		if h := s.holder(1, lease); h != 1 && h != 2 {
+			t.Errorf("after the first server died, the %s Lease is held by server %d", lease, h)
+		}
 	}
 	s.start(0)
 	for n := range written {
