@@ -283,7 +283,11 @@ func (s *Server) DataDir() string { return s.cfg.DataDir }
 // admin.conf, a user in group kubeadm:cluster-admins, which the
 // ClusterRoleBinding of that name makes cluster-admin.
 // super-admin.kubeconfig beside it is system:masters.
-func (s *Server) AdminKubeconfig() string { return filepath.Join(s.cfg.DataDir, adminKubeconfigName) }
+func (s *Server) AdminKubeconfig() string { return AdminKubeconfigIn(s.cfg.DataDir) }
+
+// AdminKubeconfigIn is the path of the admin kubeconfig of a server whose
+// data dir is dataDir (Server.AdminKubeconfig).
+func AdminKubeconfigIn(dataDir string) string { return filepath.Join(dataDir, adminKubeconfigName) }
 
 // Ready is closed once /readyz answers 200.
 func (s *Server) Ready() <-chan struct{} { return s.ready }

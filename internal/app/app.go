@@ -14,22 +14,23 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// servers maps each working server to the command that runs it; the names
-// are also what a link to the binary may be called ("kube-<server>").
-var serverAliases = map[string]string{
+// linkNames maps the names a link to the binary may have to the command
+// it runs: each server's binary name, and kubectl.
+var linkNames = map[string]string{
 	"kube-apiserver":          "apiserver",
 	"kube-controller-manager": "controller-manager",
 	"kube-scheduler":          "scheduler",
 	"kube-proxy":              "proxy",
 	"kubelet":                 "kubelet",
+	"kubectl":                 "kubectl",
 }
 
-// ServerForName returns the server a binary invoked as argv0 runs directly
-// (a link named kube-apiserver runs `kubeboot apiserver`), or "" for the
-// multi-server `kubeboot` command.
-func ServerForName(argv0 string) string {
+// CommandForName returns the command a binary invoked as argv0 runs
+// directly (a link named kube-apiserver runs `kubeboot apiserver`, one
+// named kubectl `kubeboot kubectl`), or "" for the `kubeboot` command.
+func CommandForName(argv0 string) string {
 	name := strings.TrimSuffix(filepath.Base(argv0), ".exe")
-	return serverAliases[name]
+	return linkNames[name]
 }
 
 // Run executes the command line args (args[0] is the program name) and
@@ -37,8 +38,8 @@ func ServerForName(argv0 string) string {
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCommand(stdout, stderr)
 	rest := args[1:]
-	if server := ServerForName(args[0]); server != "" {
-		rest = append([]string{server}, rest...)
+	if command := CommandForName(args[0]); command != "" {
+		rest = append([]string{command}, rest...)
 	}
 	root.SetArgs(rest)
 	if err := root.ExecuteContext(ctx); errors.Is(err, errVersionPrinted) {
@@ -71,10 +72,11 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
   kubeboot secrets-encrypt      status and rotate-keys of --secrets-encryption
   kubeboot etcd member          list and remove the members of the embedded etcd
   kubeboot etcd-snapshot        save, list, delete and prune snapshots of the embedded etcd
+  kubeboot kubectl              kubectl, on the local admin kubeconfig when KUBECONFIG is unset
 
 A link to this binary named after a server (kube-apiserver,
 kube-controller-manager, kube-scheduler, kube-proxy, kubelet) runs that
-server.`,
+server; one named kubectl runs kubectl.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -90,7 +92,7 @@ server.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newKubectlCommand(), newVersionCommand())
 	return root
 }
 

@@ -50,10 +50,10 @@ func newKubeletCommand() *cobra.Command {
 }
 
 // renamed gives an upstream command kubeboot's name for it, and as aliases
-// the names a link to the binary may have for it (serverAliases).
+// the names a link to the binary may have for it (linkNames).
 func renamed(cmd *cobra.Command, use, short string) *cobra.Command {
 	cmd.Use, cmd.Short, cmd.Aliases = use, short, nil
-	for alias, server := range serverAliases {
+	for alias, server := range linkNames {
 		if server == use && alias != use {
 			cmd.Aliases = append(cmd.Aliases, alias)
 		}

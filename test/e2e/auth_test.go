@@ -22,7 +22,6 @@ var kubeadmBindings = []string{"clusterrolebinding.rbac.authorization.k8s.io/kub
 // default ClusterRoles, ClusterRoleBindings, Roles and RoleBindings
 // kube-apiserver 1.37 stores, and kubeadm's binding of the admins' group.
 func TestRBACBootstrapObjectsMatchReference(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	want := slices.Clone(kubeadmBindings)
 	for _, line := range strings.Split(readTestdata(t, "rbac-bootstrap-objects.txt"), "\n") {
@@ -61,7 +60,6 @@ func TestRBACBootstrapObjectsMatchReference(t *testing.T) {
 // PriorityClasses and the API Priority and Fairness configuration of a
 // fresh server are kube-apiserver 1.37's, as `kubectl get` prints them.
 func TestSchedulingAndFlowControlBootstrapObjects(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ref := strings.Split(strings.TrimSpace(readTestdata(t, "bootstrap-scheduling-and-flowcontrol.txt")), "\n\n")
 	if len(ref) != 3 {
@@ -96,7 +94,6 @@ func withoutAge(table string) string {
 // message. (Not the view ClusterRole: its rules are aggregated by the
 // controller-manager's clusterrole-aggregation controller.)
 func TestRBACDeniesThenAllows(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	kubectl(t, "create", "serviceaccount", "reader", "-n", ns)
@@ -134,7 +131,6 @@ func TestRBACDeniesThenAllows(t *testing.T) {
 // server authenticates as the service account, and which stops working
 // when the account is deleted.
 func TestServiceAccountToken(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	kubectl(t, "create", "serviceaccount", "robot", "-n", ns)
@@ -190,7 +186,6 @@ func tokenKubeconfig(t *testing.T, token string) string {
 // refused by the ServiceAccount plugin, and once it exists the Pod gets
 // the LimitRange's defaults and the account's token volume.
 func TestAdmissionLimitRangerAndServiceAccount(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}`

@@ -12,7 +12,6 @@ import (
 
 // TestBadInput groups the bad-input cases and checks readiness after them.
 func TestBadInput(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	t.Run("cases", func(t *testing.T) {
 		t.Run("invalid services", testInvalidServices)

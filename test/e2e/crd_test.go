@@ -39,7 +39,6 @@ const (
 // a failure of those stops the test. The CRD is deleted at the end (by the
 // last step, or by the cleanup after a failure).
 func TestCRDLifecycle(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	t.Cleanup(func() {

@@ -76,7 +76,6 @@ spec: {holderIdentity: me}
 // TestGetColumns compares the headers and cells of `kubectl get`, plain,
 // -o wide and -A -o wide, with the reference for every resource served.
 func TestGetColumns(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	webIP, npIP, nodePort := getFixtures(t, ns)
@@ -187,7 +186,6 @@ func withColumn(row map[string]string, name, pat string) map[string]string {
 // TestGetShortNames checks that ns, svc, ep, cm, sa and ev list the same
 // objects with the same columns as the full resource names.
 func TestGetShortNames(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	getFixtures(t, ns)
@@ -222,7 +220,6 @@ func TestGetShortNames(t *testing.T) {
 // category). kubectl prefixes names with service/ only when the category
 // holds more than one resource, so both spellings pass.
 func TestGetAll(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	kubectl(t, "create", "service", "clusterip", "web", "-n", ns, "--tcp=80:8080")
@@ -244,7 +241,6 @@ func TestGetAll(t *testing.T) {
 // version, scope and kind, and none it does not (in its groups: the CRD
 // tests add groups of their own meanwhile).
 func TestAPIResources(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ref := parseTable(t, readTestdata(t, "api-resources-1.37.txt"))
 	got := parseTable(t, kubectl(t, "api-resources"))
@@ -277,7 +273,6 @@ func TestAPIResources(t *testing.T) {
 // definitions (name, type, format, description, priority) with the
 // reference tables.
 func TestTableColumnDefinitions(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	paths := map[string]string{
 		"namespaces":      "/api/v1/namespaces",
@@ -339,7 +334,6 @@ func TestTableColumnDefinitions(t *testing.T) {
 // on this host, which other tests may hold; test/server checks them in
 // `kubeboot server`.)
 func TestComponentStatuses(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	got := kubectl(t, "get", "componentstatus", "etcd-0", "-o", "jsonpath={.conditions[0].type}={.conditions[0].status} {.conditions[0].message}")
 	if want := "Healthy=True ok"; got != want {

@@ -16,6 +16,7 @@ var lacking = map[string]string{
 var extra = map[string]string{
 	"poststarthook/start-namespace-controller": "controller-manager's controller, here until it exists",
 	"poststarthook/install-crds-from-dir":      "--crd-dir",
+	"etcd-alarms":                              "the embedded etcd's alarms (NOSPACE), which kubeboot clears itself",
 	// kube-apiserver has it when started with --proxy-client-cert-file;
 	// the reference server was not.
 	"poststarthook/aggregator-reload-proxy-client-cert": "front-proxy client certificate",
@@ -37,7 +38,6 @@ func checkNames(body string) []string {
 // order: the generic server's, the apiextensions server's, the bootstrap
 // controllers' and the aggregator's.
 func TestHealthChecksMatchReference(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	for _, endpoint := range []string{"readyz", "livez"} {
 		t.Run(endpoint, func(t *testing.T) {

@@ -1,11 +1,11 @@
-// Package e2e drives one real `kubeboot apiserver` process with the real
-// kubectl binary and asserts what a real kube-apiserver 1.36 does, as
-// recorded in testdata/ (copied from the shared reference captures).
+// Package e2e drives one real `kubeboot apiserver` process with kubectl
+// (kubeboot's own, upstream's kubectl through a link named kubectl) and
+// asserts what a real kube-apiserver does, as recorded in testdata/
+// (copied from the shared reference captures).
 //
 // TestMain builds the binary once, starts one server on a fresh data dir and
 // stops it with SIGTERM at the end. Every test works in a namespace of its
-// own and runs in parallel. Without kubectl on PATH the tests skip, unless
-// CI=true, where they fail.
+// own and runs in parallel.
 package e2e
 
 import (
@@ -47,15 +47,14 @@ const (
 
 // suite is the state TestMain shares with the tests.
 var suite struct {
-	unavailable string // why the suite cannot run; tests skip (or fail in CI)
-	kubectl     string // path of the kubectl binary
-	kubeconfig  string // <data-dir>/admin.kubeconfig
-	cacheDir    string // kubectl --cache-dir, private to this run
-	url         string // https://127.0.0.1:PORT as printed by the server
-	port        string
-	cfg         *rest.Config
-	admin       *http.Client // cluster-admin client certificate
-	anon        *http.Client // verifies the server against the CA, no credentials
+	kubectl    string // path of the kubectl binary
+	kubeconfig string // <data-dir>/admin.kubeconfig
+	cacheDir   string // kubectl --cache-dir, private to this run
+	url        string // https://127.0.0.1:PORT as printed by the server
+	port       string
+	cfg        *rest.Config
+	admin      *http.Client // cluster-admin client certificate
+	anon       *http.Client // verifies the server against the CA, no credentials
 }
 
 var nsCounter atomic.Int64
@@ -67,13 +66,6 @@ func TestMain(m *testing.M) {
 // runSuite builds and starts the server, runs the tests and stops the
 // server, returning the process exit code.
 func runSuite(m *testing.M) int {
-	path, err := exec.LookPath("kubectl")
-	if err != nil {
-		suite.unavailable = "kubectl not found on PATH: " + err.Error()
-		return m.Run()
-	}
-	suite.kubectl = path
-
 	tmp, err := os.MkdirTemp("", "kubeboot-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -88,6 +80,13 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	built := time.Now()
+	// kubectl is kubeboot's own (upstream's, of the same Kubernetes
+	// version), run through a link named kubectl, as users may install it.
+	suite.kubectl = filepath.Join(tmp, "kubectl")
+	if err := os.Symlink(bin, suite.kubectl); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	srv, err := startServer(bin, tmp)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start:", err)
@@ -191,19 +190,6 @@ func logTail(srv *harness.APIServer) string {
 		b = b[len(b)-4000:]
 	}
 	return "--- kubeboot log tail ---\n" + b
-}
-
-// requireServer skips the test when kubectl is missing, or fails it when
-// CI=true.
-func requireServer(t *testing.T) {
-	t.Helper()
-	if suite.unavailable == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(suite.unavailable)
-	}
-	t.Skip(suite.unavailable)
 }
 
 // result is what one kubectl run produced.

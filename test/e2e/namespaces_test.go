@@ -15,7 +15,6 @@ import (
 // TestSystemNamespaces checks that the four namespaces a kube-apiserver
 // creates exist and are Active.
 func TestSystemNamespaces(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	names := []string{"default", "kube-node-lease", "kube-public", "kube-system"}
 	tb := parseTable(t, kubectl(t, append([]string{"get", "namespaces"}, names...)...))
@@ -27,7 +26,6 @@ func TestSystemNamespaces(t *testing.T) {
 // TestNamespaceCreate checks what a new namespace is given: the
 // kubernetes finalizer, phase Active and the metadata.name label.
 func TestNamespaceCreate(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	n := getNamespace(t, ns)
@@ -45,7 +43,6 @@ func TestNamespaceCreate(t *testing.T) {
 // TestNamespaceDelete deletes a fresh namespace: the DELETE answers the
 // namespace in phase Terminating with the kubernetes finalizer.
 func TestNamespaceDelete(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	code, body := apiRequest(t, "DELETE", "/api/v1/namespaces/"+ns, nil)
@@ -62,7 +59,6 @@ func TestNamespaceDelete(t *testing.T) {
 // TestNamespaceTerminating deletes a namespace whose content a finalizer
 // holds back: kubectl shows it Terminating until the content is gone.
 func TestNamespaceTerminating(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	blockNamespace(t, ns)

@@ -21,7 +21,6 @@ func serviceJSON(name, spec string) string {
 // TestServiceAllocation creates ClusterIP, NodePort and headless services
 // and checks what was allocated and defaulted.
 func TestServiceAllocation(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	kubectl(t, "create", "service", "clusterip", "web", "-n", ns, "--tcp=80:8080")
@@ -81,7 +80,6 @@ func TestServiceAllocation(t *testing.T) {
 // one, a taken nodePort and an out-of-range one, and compares the kubectl
 // messages and the HTTP Status with the reference.
 func TestServiceAllocationErrors(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	kubectl(t, "create", "service", "clusterip", "web", "-n", ns, "--tcp=80:8080")
@@ -112,7 +110,6 @@ func TestServiceAllocationErrors(t *testing.T) {
 
 // TestServiceClusterIPImmutable changes an allocated ClusterIP.
 func TestServiceClusterIPImmutable(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	kubectl(t, "create", "service", "clusterip", "web", "-n", ns, "--tcp=80:8080")
@@ -135,7 +132,6 @@ func TestServiceClusterIPImmutable(t *testing.T) {
 // TestServiceRelease deletes services and expects the IPAddress to go and
 // the ClusterIP and nodePort to be allocatable again.
 func TestServiceRelease(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	ns := newNamespace(t)
 	kubectl(t, "create", "service", "nodeport", "first", "-n", ns, "--tcp=80:8080")
@@ -167,7 +163,6 @@ func TestServiceRelease(t *testing.T) {
 // address of the range with its IPAddress, Endpoints and EndpointSlice on
 // the serving port, the identity lease and the token tracking configmap.
 func TestBootstrapObjects(t *testing.T) {
-	requireServer(t)
 	t.Parallel()
 	checks := []struct {
 		args []string

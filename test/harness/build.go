@@ -83,3 +83,29 @@ func moduleRoot() (string, error) {
 	}
 	return filepath.Dir(mod), nil
 }
+
+var (
+	kubectlOnce sync.Once
+	kubectlPath string
+	kubectlErr  error
+)
+
+// Kubectl returns the path of kubeboot's kubectl (upstream's, of the same
+// Kubernetes version): a link named kubectl to Binary, as a user may
+// install it.
+func Kubectl() (string, error) {
+	kubectlOnce.Do(func() {
+		bin, err := Binary()
+		if err != nil {
+			kubectlErr = err
+			return
+		}
+		if buildDir == "" {
+			kubectlErr = fmt.Errorf("harness.Kubectl needs TestMain to call harness.Main")
+			return
+		}
+		kubectlPath = filepath.Join(buildDir, "kubectl")
+		kubectlErr = os.Symlink(bin, kubectlPath)
+	})
+	return kubectlPath, kubectlErr
+}

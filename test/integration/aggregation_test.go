@@ -59,12 +59,9 @@ var aggAPIServiceName = extensionapiserver.Version + "." + extensionapiserver.Gr
 // the front-proxy authentication contract, and what happens when the
 // backend goes away and the APIService is deleted.
 func TestAggregatedAPIServer(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
+	kubectl, err := harness.Kubectl()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("kubectl not found on PATH: %v", err)
-		}
-		t.Skipf("kubectl not found on PATH: %v", err)
+		t.Fatal(err)
 	}
 	if !harness.InNetNS(t, aggAPIServerAddr, aggExtensionAddr) {
 		return

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -641,12 +640,9 @@ func simulatedPlacement(p *corev1.Pod, nodes map[string]corev1.Node) error {
 // its stderr and how long it took.
 func kubectlFails(t *testing.T, srv *harness.APIServer, args ...string) (string, time.Duration) {
 	t.Helper()
-	path, err := exec.LookPath("kubectl")
+	path, err := harness.Kubectl()
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kubectl is not installed")
-		}
-		t.Skip("kubectl is not installed")
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
