@@ -27,6 +27,7 @@ certificates and admin.kubeconfig are generated there on first start.`,
 		},
 	}
 	o.AddFlags(cmd.Flags())
+	addConfigFlag(cmd)
 	addLogFlags(cmd)
 	return cmd
 }
@@ -59,16 +60,22 @@ joins through the CSR flow, kube-proxy runs in the process (--kubelet-arg,
 	if err == nil {
 		o.AddFlags(cmd.Flags())
 	}
+	addConfigFlag(cmd)
 	addLogFlags(cmd)
 	return cmd
 }
 
-// runControlPlane validates the flags, completes the configuration and
-// runs the control plane until the command's context is done.
+// runControlPlane applies the --config file, validates the flags,
+// completes the configuration and runs the control plane until the
+// command's context is done.
 func runControlPlane(cmd *cobra.Command, validate func() error, config func() controlplane.Config) error {
 	tuneGC := os.Getenv("GOGC") == ""
 	if tuneGC {
 		debug.SetGCPercent(startupGCPercent)
+	}
+	warnings, err := applyConfigFile(cmd.Flags())
+	if err != nil {
+		return err
 	}
 	if err := validate(); err != nil {
 		return err
@@ -79,7 +86,7 @@ func runControlPlane(cmd *cobra.Command, validate func() error, config func() co
 	}
 	ctx := cmd.Context()
 	logger := klog.FromContext(ctx)
-	for _, w := range completed.Warnings() {
+	for _, w := range append(warnings, completed.Warnings()...) {
 		logger.Info("Warning: " + w)
 	}
 	if completed.ClusterReset {

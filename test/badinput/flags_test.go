@@ -47,6 +47,15 @@ func TestBadFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	unknownKey := filepath.Join(files, "config.yaml")
+	if err := os.WriteFile(unknownKey, []byte("secure-port: 6443\nsecure-prot: 7443\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notYAML := filepath.Join(files, "config-not-yaml.yaml")
+	if err := os.WriteFile(notYAML, []byte("secure-port: [6443\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	tests := []struct {
 		name string
 		args []string
@@ -54,6 +63,9 @@ func TestBadFlags(t *testing.T) {
 		flag string
 	}{
 		// Unknown flags and arguments.
+		{"config file with an unknown key", []string{"--config=" + unknownKey}, `unknown key "secure-prot"`},
+		{"config file that is not YAML", []string{"--config=" + notYAML}, "--config " + notYAML},
+		{"missing config file", []string{"--config=" + filepath.Join(files, "missing.yaml")}, "--config"},
 		{"unknown flag", []string{"--bogus-flag"}, "--bogus-flag"},
 		{"unknown flag with a value", []string{"--bogus=1"}, "--bogus"},
 		{"unknown shorthand", []string{"-x"}, "-x"},
