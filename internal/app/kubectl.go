@@ -46,7 +46,7 @@ func newKubectlCommand() *cobra.Command {
 				// kubectl's own defaults (its defaultConfigFlags).
 				ConfigFlags: genericclioptions.NewConfigFlags(true).WithDeprecatedPasswordFlag().
 					WithDiscoveryBurst(300).WithDiscoveryQPS(50.0).WithWarningPrinter(streams),
-				IOStreams:     streams,
+				IOStreams: streams,
 			})
 			kubectl.SetArgs(args)
 			if err := cli.RunNoErrOutput(kubectl); err != nil {
