@@ -368,6 +368,7 @@ func (s *Server) Run(ctx context.Context) error {
 		stopAPI()
 	}()
 	go s.watchReady(apiCtx)
+	go s.nudgeWatchCaches(apiCtx)
 	go s.renewCertificates(apiCtx)
 	go s.takeSnapshots(apiCtx)
 	go s.reclaimEtcdSpace(apiCtx)
@@ -427,6 +428,44 @@ func (s *Server) watchReady(ctx context.Context) {
 		logger.Error(err, "Notifying systemd")
 	}
 	s.watchPublished(ctx)
+}
+
+// progressNudgeKey is the etcd key nudgeWatchCaches writes, outside the
+// storage prefix as kube-apiserver's compact_rev_key.
+const progressNudgeKey = "/kubeboot/watch-progress"
+
+// progressNudgeInterval is how often a starting server writes
+// progressNudgeKey: a start takes a few of them.
+const progressNudgeInterval = 200 * time.Millisecond
+
+// nudgeWatchCaches writes progressNudgeKey every progressNudgeInterval
+// until the server is ready. A starting server's watch caches serve
+// their first consistent reads once they know the cluster's current
+// revision, which they learn from an event or from a progress
+// notification they ask etcd for; etcd 3.7 sends none on a stream where a
+// watch starts at a revision yet to come, and each watch cache starts its
+// watch at the revision after its list. So on a quiet cluster (a server
+// joining one, where the next write may be a Lease renewal 10 s away) a
+// cache that listed before the last write waited for the next one: one
+// join in twenty took 10 s. A write moves the revision past every such
+// start.
+func (s *Server) nudgeWatchCaches(ctx context.Context) {
+	ticker := time.NewTicker(progressNudgeInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-s.ready:
+			return
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		wctx, cancel := context.WithTimeout(ctx, progressNudgeInterval)
+		if _, err := s.etcdCli.Put(wctx, progressNudgeKey, s.api.Generic.APIServerID); err != nil {
+			klog.FromContext(ctx).V(2).Info("Writing the watch progress nudge", "err", err)
+		}
+		cancel()
+	}
 }
 
 // watchPublished closes s.published once the kubernetes Service exists
