@@ -31,6 +31,10 @@ type Config struct {
 	// events.
 	Client   *rest.Config
 	Recorder resourcelock.EventRecorder
+	// RecorderShutdown, if set, shuts Recorder's broadcaster down; Run
+	// calls it once it has recorded the lease's release. A component's
+	// own broadcaster stops with its work, before the release.
+	RecorderShutdown func()
 	// WatchDog, if set, fails the component's /healthz once its lease is
 	// overdue.
 	WatchDog *leaderelection.HealthzAdaptor
@@ -58,6 +62,9 @@ func NewIdentity() (string, error) {
 // whether lead ran. When lead returns on its own, the lease is released
 // and Run returns.
 func Run(ctx context.Context, c Config, lead func(context.Context)) (led bool, _ error) {
+	if c.RecorderShutdown != nil {
+		defer c.RecorderShutdown()
+	}
 	le := c.Election
 	lock, err := resourcelock.NewFromKubeconfig(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
 		resourcelock.ResourceLockConfig{Identity: c.Identity, EventRecorder: c.Recorder}, c.Client, le.RenewDeadline.Duration)

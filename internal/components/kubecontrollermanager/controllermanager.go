@@ -58,6 +58,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/apiserver/loopback"
 	"github.com/kubeboot/kubeboot/internal/components/election"
+	"github.com/kubeboot/kubeboot/internal/platform/componentmetrics"
 	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 )
 
@@ -284,6 +285,7 @@ func config(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, c
 	// keeps it from looking for an in-cluster configuration, and the
 	// clients are replaced below.
 	o.Master = client.Host
+	o.Metrics = componentmetrics.OrNil(o.Metrics)
 	c, err := o.Config(ctx, cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases())
 	if err != nil {
 		return nil, fmt.Errorf("kube-controller-manager: %w", err)
@@ -294,7 +296,10 @@ func config(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, c
 	if err != nil {
 		return nil, fmt.Errorf("kube-controller-manager client: %w", err)
 	}
-	c.EventBroadcaster = record.NewBroadcaster(record.WithContext(ctx))
+	// Not stopped with ctx: the leader election records its release
+	// after ctx is done; Run shuts the broadcaster down once the election
+	// has returned.
+	c.EventBroadcaster = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 	c.EventRecorder = c.EventBroadcaster.NewRecorder(clientgoscheme.Scheme,
 		corev1.EventSource{Component: cmoptions.KubeControllerManagerUserAgent})
 	return c, nil

@@ -28,8 +28,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/configz"
 	"k8s.io/klog/v2"
 	schedapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -41,6 +44,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/apiserver/loopback"
 	"github.com/kubeboot/kubeboot/internal/components/election"
+	"github.com/kubeboot/kubeboot/internal/platform/componentmetrics"
 	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 )
 
@@ -139,6 +143,7 @@ func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config,
 	// keeps it from looking for an in-cluster configuration, and the
 	// clients are replaced below.
 	o.Master = client.Host
+	o.Metrics = componentmetrics.OrNil(o.Metrics)
 	if err := utilerrors.NewAggregate(o.Validate()); err != nil {
 		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
 	}
@@ -183,8 +188,14 @@ func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config,
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("kube-scheduler leader election: %w", err)
 		}
+		// The election's Events on a broadcaster of their own: upstream's
+		// Run stops the scheduler's when it stops leading, before the
+		// election records the lease's release.
+		electionEvents := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
+		electionEvents.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 		electionConfig = &election.Config{Name: "kube-scheduler", Election: le, Identity: id, Client: kubeconfig,
-			Recorder: c.EventBroadcaster.DeprecatedNewLegacyRecorder(profileName)}
+			Recorder:         electionEvents.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: profileName}),
+			RecorderShutdown: electionEvents.Shutdown}
 	}
 	c.LeaderElection = nil
 	c.ComponentConfig.LeaderElection.LeaderElect = false
