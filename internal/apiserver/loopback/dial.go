@@ -15,11 +15,12 @@ import (
 // configuration's Transport: rest.AnonymousClientConfig keeps only Dial,
 // and kube-controller-manager builds its per-controller service account
 // clients from such a copy. The connection speaks plain HTTP/1.1; it
-// never leaves the process. It fails with ErrNotServing before SetHandler
-// and after SetHandler(nil), which also closes the connections.
+// never leaves the process. Before SetHandler it waits as RoundTrip does;
+// after SetHandler(nil), which also closes the connections, it fails with
+// ErrNotServing.
 func (t *Transport) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
-	if t.handler.Load() == nil {
-		return nil, ErrNotServing
+	if _, err := t.waitHandler(ctx); err != nil {
+		return nil, err
 	}
 	t.dialMu.Lock()
 	if t.dial == nil {

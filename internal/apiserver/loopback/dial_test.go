@@ -18,8 +18,11 @@ func dialClient(t *Transport) *http.Client {
 
 func TestDialContextServesTheHandler(t *testing.T) {
 	tr := &Transport{}
-	if _, err := dialClient(tr).Get("http://apiserver/healthz"); !errors.Is(err, ErrNotServing) {
-		t.Fatalf("before SetHandler: %v, want %v", err, ErrNotServing)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://apiserver/healthz", nil)
+	if _, err := dialClient(tr).Do(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("before SetHandler, past the request's deadline: %v, want %v", err, context.DeadlineExceeded)
 	}
 	tr.SetHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

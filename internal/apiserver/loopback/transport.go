@@ -21,11 +21,19 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// ErrNotServing is returned for a request made before the handler is set
-// or after it is cleared.
+// ErrNotServing is returned for a request made after the handler is
+// cleared, or made before it is set and not served within startWait.
 var ErrNotServing = errors.New("loopback: the apiserver is not serving")
+
+// startWait bounds how long a request made before the handler is set
+// waits for it: the chain's admission plugins start their clients while
+// the chain is built (the mutating policy plugin reads /openapi/v3 at
+// once), a few hundred milliseconds before the handler is set, and a
+// client of a server about to listen would retry its connection.
+const startWait = 5 * time.Second
 
 // bufferSize is how much of a response is held before it streams. Like
 // net/http's server (whose response buffer and socket hold a small answer
@@ -39,9 +47,14 @@ const bufferSize = 64 << 10
 const remoteAddr = "127.0.0.1:0"
 
 // Transport is an http.RoundTripper that serves requests by calling a
-// handler in-process. The zero value refuses every request until SetHandler.
+// handler in-process. The zero value holds requests until SetHandler.
 type Transport struct {
 	handler atomic.Pointer[http.Handler]
+	// set is closed by the first SetHandler with a handler; stopped is
+	// set by SetHandler(nil).
+	setOnce, initOnce sync.Once
+	set               chan struct{}
+	stopped           atomic.Bool
 
 	dialMu sync.Mutex
 	dial   *pipeServer // serves DialContext's connections, once one was made
@@ -52,11 +65,41 @@ type Transport struct {
 // closed.
 func (t *Transport) SetHandler(h http.Handler) {
 	if h == nil {
+		t.stopped.Store(true)
 		t.handler.Store(nil)
 		t.closeDial()
 		return
 	}
 	t.handler.Store(&h)
+	t.setOnce.Do(func() { close(t.setChan()) })
+}
+
+func (t *Transport) setChan() chan struct{} {
+	t.initOnce.Do(func() { t.set = make(chan struct{}) })
+	return t.set
+}
+
+// waitHandler is the handler, once it is set: a request made before
+// waits for it, up to startWait or the end of ctx.
+func (t *Transport) waitHandler(ctx context.Context) (*http.Handler, error) {
+	if h := t.handler.Load(); h != nil || t.stopped.Load() {
+		if h == nil {
+			return nil, ErrNotServing
+		}
+		return h, nil
+	}
+	timer := time.NewTimer(startWait)
+	defer timer.Stop()
+	select {
+	case <-t.setChan():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timer.C:
+	}
+	if h := t.handler.Load(); h != nil {
+		return h, nil
+	}
+	return nil, ErrNotServing
 }
 
 // RoundTrip implements http.RoundTripper. It returns once the handler has
@@ -65,10 +108,10 @@ func (t *Transport) SetHandler(h http.Handler) {
 // the body is read). Closing a streaming body, or cancelling the request's
 // context, cancels the handler's request context.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	h := t.handler.Load()
-	if h == nil {
+	h, err := t.waitHandler(req.Context())
+	if err != nil {
 		closeBody(req)
-		return nil, ErrNotServing
+		return nil, err
 	}
 	if req.URL == nil {
 		closeBody(req)

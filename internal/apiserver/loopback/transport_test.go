@@ -76,16 +76,30 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// A request made before the handler is set waits for it, as long as its
+// context lasts; once the handler is cleared, requests fail at once.
 func TestNoHandler(t *testing.T) {
 	tr := &Transport{}
 	client := &http.Client{Transport: tr}
-	if _, err := client.Get("https://h/readyz"); !errors.Is(err, ErrNotServing) {
-		t.Fatalf("before SetHandler: err = %v, want ErrNotServing", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://h/readyz", nil)
+	if _, err := client.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("before SetHandler, past the request's deadline: err = %v, want %v", err, context.DeadlineExceeded)
 	}
+	waited := make(chan *http.Response, 1)
+	go func() {
+		resp, err := client.Get("https://h/readyz")
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- resp
+	}()
+	time.Sleep(20 * time.Millisecond)
 	tr.SetHandler(http.NotFoundHandler())
-	resp, err := client.Get("https://h/readyz")
-	if err != nil {
-		t.Fatal(err)
+	resp := <-waited
+	if resp == nil {
+		t.Fatal("the request made before SetHandler failed")
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
