@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -54,6 +55,8 @@ type coreProvider struct {
 	services *services.Allocators
 	// components are what componentstatuses reports on.
 	components *componentStatuses
+	// uncached builds a storage without a watch cache.
+	uncached generic.StorageDecorator
 }
 
 // PostStartHook implements genericapiserver.PostStartHookProvider: the
@@ -68,9 +71,34 @@ func (p *coreProvider) PostStartHook() (string, genericapiserver.PostStartHookFu
 // GroupName implements controlplaneapiserver.RESTStorageProvider.
 func (p *coreProvider) GroupName() string { return api.GroupName }
 
+// uncachedServiceAccounts is a RESTOptionsGetter whose service account
+// storage has no watch cache: the generic core group builds one that
+// NewRESTStorage replaces at once, and a watch cache destroyed while it
+// loads logs an error ("failed to sync with latest state").
+type uncachedServiceAccounts struct {
+	generic.RESTOptionsGetter
+	uncached generic.StorageDecorator
+}
+
+func (o uncachedServiceAccounts) GetRESTOptions(gr schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	opts, err := o.RESTOptionsGetter.GetRESTOptions(gr, example)
+	if err == nil && gr == api.Resource("serviceaccounts") {
+		opts.Decorator = o.uncached
+	}
+	return opts, err
+}
+
 // NewRESTStorage implements controlplaneapiserver.RESTStorageProvider.
 func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigSource, opts generic.RESTOptionsGetter) (_ genericapiserver.APIGroupInfo, err error) {
-	info, err := p.generic.NewRESTStorage(resources, opts)
+	enabled := func(resource string) bool {
+		return resources.ResourceEnabled(corev1.SchemeGroupVersion.WithResource(resource))
+	}
+	rebuildServiceAccounts := enabled("serviceaccounts") && p.generic.ServiceAccountIssuer != nil
+	genericOpts := opts
+	if rebuildServiceAccounts {
+		genericOpts = uncachedServiceAccounts{opts, p.uncached}
+	}
+	info, err := p.generic.NewRESTStorage(resources, genericOpts)
 	if err != nil {
 		return genericapiserver.APIGroupInfo{}, err
 	}
@@ -93,9 +121,6 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 	}()
 	fail := func(what string, err error) (genericapiserver.APIGroupInfo, error) {
 		return genericapiserver.APIGroupInfo{}, fmt.Errorf("%s storage: %w", what, err)
-	}
-	enabled := func(resource string) bool {
-		return resources.ResourceEnabled(corev1.SchemeGroupVersion.WithResource(resource))
 	}
 
 	pdbs, err := policyclient.NewForConfig(p.loopback)
@@ -159,7 +184,7 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 	}
 	// Service accounts issue tokens bound to pods and nodes, which the
 	// generic core group has not got: rebuild them with both.
-	if enabled("serviceaccounts") && p.generic.ServiceAccountIssuer != nil {
+	if rebuildServiceAccounts {
 		var nodeGetter rest.Getter
 		if utilfeature.DefaultFeatureGate.Enabled(features.ServiceAccountTokenNodeBinding) ||
 			utilfeature.DefaultFeatureGate.Enabled(features.ServiceAccountTokenPodNodeInfo) {

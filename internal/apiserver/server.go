@@ -5,17 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
@@ -155,6 +159,25 @@ func New(cfg Config, res Resources) (_ *Server, err error) {
 // kube-apiserver).
 func (s *Server) Recorder() record.EventRecorder { return s.recorder }
 
+// createSystemNamespaces creates the system namespaces before the
+// post-start hooks run. Upstream's system namespaces controller (a hook)
+// creates them too, but the identity lease controller (another hook)
+// writes its Lease to kube-system at once, and on a fresh start logged an
+// error for the namespace it did not find yet. Best effort: a namespace
+// not created here is the hook's to create.
+func (s *Server) createSystemNamespaces(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, name := range systemNamespaces {
+		wg.Go(func() {
+			_, err := s.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				klog.FromContext(ctx).V(2).Info("Creating a system namespace before the post-start hooks", "namespace", name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // newCoreServer builds the core server on the apiextensions server: the
 // built-in API on upstream's registries, kubeboot's core group (package
 // services allocates the Services' ClusterIPs and NodePorts).
@@ -219,6 +242,7 @@ func (s *Server) newCoreServer(c *chainConfig) error {
 		authorizer: c.generic.Authorization.Authorizer,
 		services:   allocators,
 		components: newComponentStatuses(s.storage.Check),
+		uncached:   s.storage.UncachedDecorator(),
 	}
 	providers, err := storageProviders(c.generic, s.coreProvider, c.client, c.informers, c.cfg.EventTTL)
 	if err != nil {
@@ -309,10 +333,16 @@ func (s *Server) Run(ctx context.Context) error {
 		s.aggregator.APIRegistrationInformers.Start(ctx.Done())
 	}()
 
+	namespaces := make(chan struct{})
+	go func() {
+		defer close(namespaces)
+		s.createSystemNamespaces(ctx)
+	}()
 	prepared, err := s.aggregator.PrepareRun()
 	if err != nil {
 		return err
 	}
+	<-namespaces
 	// The servers have built what they build from the generated OpenAPI
 	// definitions of DefaultOpenAPIV3Config (the type information of
 	// server-side apply, the eagerly built v3 documents of the apiextensions

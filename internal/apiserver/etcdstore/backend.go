@@ -204,6 +204,10 @@ func (b *Backend) resourceConfig(gr schema.GroupResource, example runtime.Object
 	return sc.ForResource(gr), ResourcePrefix(gr), nil
 }
 
+// UncachedDecorator builds a resource's storage on the shared client
+// without a watch cache.
+func (b *Backend) UncachedDecorator() generic.StorageDecorator { return b.decorator(false) }
+
 // decorator builds a resource's storage.Interface on the shared client,
 // optionally behind the watch cache.
 func (b *Backend) decorator(cached bool) generic.StorageDecorator {
