@@ -1,16 +1,16 @@
 package app
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/app/options"
+	"github.com/kubeboot/kubeboot/internal/platform/version"
 )
 
 func newAPIServerCommand() *cobra.Command {
@@ -80,36 +80,59 @@ func runControlPlane(cmd *cobra.Command, validate func() error, config func() co
 	if err := validate(); err != nil {
 		return err
 	}
+	start := time.Now()
+	logs := routeLogs(cmd)
 	completed, err := config().Complete()
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	logger := klog.FromContext(ctx)
+	stderr := cmd.ErrOrStderr()
 	for _, w := range append(warnings, completed.Warnings()...) {
-		logger.Info("Warning: " + w)
+		fmt.Fprintln(stderr, "Warning: "+w)
 	}
 	if completed.ClusterReset {
 		msg, err := controlplane.ResetCluster(ctx, completed)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(cmd.ErrOrStderr(), msg)
+		fmt.Fprintln(stderr, msg)
 		return nil
 	}
 	srv, err := controlplane.New(ctx, completed)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "kubeboot %s serving on %s\nadmin kubeconfig: %s\n", cmd.Name(), srv.URL(), srv.AdminKubeconfig())
+	info := version.Get()
+	fmt.Fprintf(stderr, "kubeboot %s (Kubernetes %s), data dir %s\n", version.Kubeboot, info.GitVersion, srv.DataDir())
+	if logs != nil {
+		path, err := logs.open(srv.DataDir())
+		if err != nil {
+			return fmt.Errorf("--data-dir %s: the log file: %w", srv.DataDir(), err)
+		}
+		fmt.Fprintf(stderr, "logs: %s (errors also here; --log-to-stderr or -v for all)\n", path)
+	}
+	fmt.Fprintf(stderr, "kubeboot %s serving on %s\nadmin kubeconfig: %s\n", cmd.Name(), srv.URL(), srv.AdminKubeconfig())
+	go func() {
+		select {
+		case <-srv.Ready():
+			fmt.Fprintf(stderr, "ready in %d ms\n%s\n", time.Since(start).Milliseconds(), nextSteps(cmd.Name(), srv))
+		case <-ctx.Done():
+		}
+	}()
 	go releaseStartupMemory(ctx, srv.Ready(), tuneGC)
 	return srv.Run(ctx)
 }
 
-// addLogFlags adds klog's verbosity flags.
-func addLogFlags(cmd *cobra.Command) {
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	cmd.Flags().AddGoFlag(klogFlags.Lookup("v"))
-	cmd.Flags().AddGoFlag(klogFlags.Lookup("vmodule"))
+// nextSteps is what the first screen suggests trying once the server is
+// ready.
+func nextSteps(command string, srv *controlplane.Server) string {
+	kubectl := "kubeboot kubectl"
+	if srv.DataDir() != controlplane.DefaultDataDir() {
+		kubectl += " --kubeconfig " + srv.AdminKubeconfig()
+	}
+	if command != "server" {
+		return "try: " + kubectl + " get namespaces"
+	}
+	return "try: " + kubectl + " get nodes (none? start with --simulated-nodes=3, or --node on a host with a container runtime)"
 }

@@ -106,7 +106,8 @@ func Start(bin, dataDir string, args ...string) (*APIServer, error) {
 // hostname as its host name unless it is "".
 func startCommand(bin, command, hostname, dataDir string, args ...string) (*APIServer, error) {
 	s := &APIServer{DataDir: dataDir, exited: make(chan struct{})}
-	argv := append([]string{bin, command, "--data-dir", dataDir}, args...)
+	// Every log line in the process's output, which a failed test prints.
+	argv := append([]string{bin, command, "--data-dir", dataDir, "--log-to-stderr"}, args...)
 	if hostname != "" {
 		// unshare and sh exec in turn: the process is the server's.
 		argv = append([]string{"unshare", "--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, hostname}, argv...)
