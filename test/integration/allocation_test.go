@@ -7,11 +7,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/controlplane"
@@ -100,4 +102,76 @@ func randomService(rnd *rand.Rand, name string) *corev1.Service {
 		}
 	}
 	return svc
+}
+
+// TestClusterIPCollisionsAcrossAPIServers fills a small range with
+// Services created at once through two apiservers on one etcd, none
+// asking for an IP: the two choose the same free IPs at the same moment,
+// and every create must still succeed, with distinct IPs, as through
+// kube-apiserver (the one that loses the race tries again).
+func TestClusterIPCollisionsAcrossAPIServers(t *testing.T) {
+	e := etcdtest.Start(t)
+	var clients []kubernetes.Interface
+	for range 2 {
+		srv := kubeboottest.Start(t, kubeboottest.Options{
+			EtcdServers: e.Endpoints(),
+			Configure: func(c *controlplane.Config) {
+				c.ServiceClusterIPRange = "10.96.0.0/27" // 14 addresses left for dynamic allocation
+				c.EndpointReconcilerType = "none"
+			},
+		})
+		clients = append(clients, kubernetes.NewForConfigOrDie(srv.Config))
+	}
+	ctx := context.Background()
+	// The kubernetes Service holds 10.96.0.1, one of the 16 static ones.
+	const services, rounds = 14, 3
+	for round := range rounds {
+		var wg sync.WaitGroup
+		errs := make([]error, services)
+		for i := range services {
+			wg.Go(func() {
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("r%d-%d", round, i)},
+					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+				_, errs[i] = clients[i%2].CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("round %d, Service %d through apiserver %d: %v", round, i, i%2, err)
+			}
+		}
+		list, err := clients[1].CoreV1().Services("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := map[string]string{}
+		for _, svc := range list.Items {
+			if other, taken := owner[svc.Spec.ClusterIP]; taken {
+				t.Errorf("round %d: ClusterIP %s given to %s and %s", round, svc.Spec.ClusterIP, other, svc.Name)
+			}
+			owner[svc.Spec.ClusterIP] = svc.Name
+		}
+		for i := range services {
+			if err := clients[0].CoreV1().Services("default").Delete(ctx, fmt.Sprintf("r%d-%d", round, i), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Nothing leaked: the retried creates' first IPs were released.
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		ips, err := clients[0].NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		left = left[:0]
+		for _, ip := range ips.Items {
+			left = append(left, ip.Name)
+		}
+		return len(left) == 1, nil
+	})
+	if err != nil {
+		t.Errorf("IPAddresses left with only the kubernetes Service: %v", left)
+	}
 }

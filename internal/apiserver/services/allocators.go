@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
@@ -131,7 +132,7 @@ func (a *Allocators) Destroy() {
 // IPAddresses of its ClusterIPs are stored. pods, slices and transport
 // serve its proxy subresource.
 func (a *Allocators) NewREST(opts generic.RESTOptionsGetter, pods servicestore.PodStorage, slices proxy.EndpointSliceGetter,
-	transport http.RoundTripper) (*servicestore.REST, *servicestore.StatusREST, *svcreg.ProxyREST, error) {
+	transport http.RoundTripper) (*REST, *servicestore.StatusREST, *svcreg.ProxyREST, error) {
 	services, status, proxy, err := servicestore.NewREST(recordIPAddresses{opts, a.clusterIPs}, a.primary, a.clusterIPs.forRegistry(),
 		a.nodePorts.ForRegistry(), slices, pods, transport)
 	if err != nil {
@@ -139,7 +140,26 @@ func (a *Allocators) NewREST(opts generic.RESTOptionsGetter, pods servicestore.P
 	}
 	a.clusterIPs.allocateThrough(services.Store)
 	a.services = services
-	return services, status, proxy, nil
+	return &REST{services}, status, proxy, nil
+}
+
+// REST is upstream's Services registry, but for one thing: a create
+// refused because another apiserver stored the ClusterIP this one chose
+// at the same moment (clusterip.CollisionError) is tried again, once,
+// with the Service as the client sent it. The retry allocates
+// synchronously (clusterip.Allocator.Allocating), creating each IPAddress
+// before it hands the IP out, so it does not collide again, and the
+// client gets its Service, as from kube-apiserver, not a 409.
+type REST struct{ *servicestore.REST }
+
+// Create implements rest.Creater.
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	sent := obj.DeepCopyObject()
+	out, err := r.REST.Create(ctx, obj, createValidation, options)
+	if collision := (*clusterip.CollisionError)(nil); errors.As(err, &collision) {
+		return r.REST.Create(ctx, sent, createValidation, options)
+	}
+	return out, err
 }
 
 // clusterIPAllocators are the ClusterIP allocators by IP family.

@@ -390,9 +390,16 @@ func refusal(svc *api.Service, addr netip.Addr, scope string, err error) error {
 		return apierrors.NewInvalid(api.Kind("Service"), svc.Name, field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs"),
 			svc.Spec.ClusterIPs, fmt.Sprintf("failed to allocate IP %s: %v", addr, ipallocator.ErrAllocated))})
 	}
-	return apierrors.NewConflict(api.Resource("services"), svc.Name,
-		fmt.Errorf("ClusterIP %s was allocated by another apiserver at the same time, please try again", addr))
+	return &CollisionError{apierrors.NewConflict(api.Resource("services"), svc.Name,
+		fmt.Errorf("ClusterIP %s was allocated by another apiserver at the same time, please try again", addr))}
 }
+
+// CollisionError refuses a Service whose ClusterIP, chosen by this
+// apiserver, another apiserver stored at the same moment: a 409 for the
+// client, which the Services registry tries again first.
+type CollisionError struct{ *apierrors.StatusError }
+
+func (e *CollisionError) Unwrap() error { return e.StatusError }
 
 func (a *Allocator) ipAddress(addr netip.Addr, svc *api.Service) *networkingv1.IPAddress {
 	return &networkingv1.IPAddress{
