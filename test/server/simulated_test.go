@@ -430,7 +430,9 @@ func checkSimulatedNoKubelet(t *testing.T, srv *harness.APIServer, client kubern
 		args []string
 	}{
 		{"logs", []string{"logs", "app"}},
-		{"logs --follow", []string{"logs", "--follow", "app"}},
+		// kubectl 1.37 tries a follow again every second, printing each
+		// refusal, for --pod-running-timeout (20 s by default).
+		{"logs --follow", []string{"logs", "--follow", "--pod-running-timeout=2s", "app"}},
 		{"exec", []string{"exec", "app", "--", "true"}},
 		{"attach", []string{"attach", "app"}},
 		// Listens on the loopback only, on a port the kernel picks.
