@@ -12,7 +12,16 @@ import (
 // printVersion prints kubeboot's version line.
 func printVersion(cmd *cobra.Command) {
 	info := version.Get()
-	fmt.Fprintf(cmd.OutOrStdout(), "kubeboot %s (Kubernetes %s, %s, %s)\n", version.Kubeboot, info.GitVersion, info.GoVersion, info.Platform)
+	commit := info.GitCommit
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if commit == "" {
+		commit = "unknown"
+	} else if info.GitTreeState == "dirty" {
+		commit += "-dirty"
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "kubeboot %s (commit %s, Kubernetes %s, %s, %s)\n", version.Kubeboot, commit, info.GitVersion, info.GoVersion, info.Platform)
 }
 
 // versionRequested reports whether --version was given. Upstream's
