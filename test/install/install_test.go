@@ -1,6 +1,7 @@
-// Package install tests hack/install.sh into a temporary root: what it
-// installs, that the kubectl link is kubeboot's kubectl, and that the
-// uninstall script removes it all again.
+// Package install tests how kubeboot is installed: hack/install.sh into a
+// temporary root (what it installs, that the kubectl link is kubeboot's
+// kubectl, that the uninstall script removes it all again), and the OCI
+// image hack/image builds, unpacked and run.
 package install
 
 import (
