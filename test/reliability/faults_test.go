@@ -33,19 +33,19 @@ func TestKillAPIServerUnderLoad(t *testing.T) {
 		return
 	}
 	e, c := setUp(t)
-	l := newLoad(clients(c))
+	l := harness.NewLoad(clients(c))
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
 	go func() {
 		time.Sleep(3 * time.Second)
-		l.down[1].Store(true)
+		l.Down[1].Store(true)
 		c.Server(1).Kill()
 	}()
-	l.run(ctx, 12)
+	l.Run(ctx, 12)
 
 	took := harness.WaitEndpoints(t, c.Client(0), harness.Addrs(0, 2), 50*time.Millisecond, 15*time.Second)
 	t.Logf("the killed apiserver was out of the endpoints %s after the load ended", took)
-	l.verify(t, c.Client(0))
+	l.Verify(t, c.Client(0))
 	settled(t, c.Client(2), e)
 }
 
@@ -56,7 +56,7 @@ func TestEtcdQuorum(t *testing.T) {
 		return
 	}
 	e, c := setUp(t)
-	l := newLoad(clients(c))
+	l := harness.NewLoad(clients(c))
 	create := func(name string, timeout time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -118,8 +118,8 @@ func TestEtcdQuorum(t *testing.T) {
 	// A short load on the recovered cluster, then the full check.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	l.run(ctx, 6)
-	l.verify(t, c.Client(0))
+	l.Run(ctx, 6)
+	l.Verify(t, c.Client(0))
 	settled(t, c.Client(1), e)
 }
 

@@ -24,7 +24,7 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 		return
 	}
 	e, c := setUp(t)
-	l := newLoad(clients(c))
+	l := harness.NewLoad(clients(c))
 
 	factory := informers.NewSharedInformerFactoryWithOptions(c.Client(0), 0, informers.WithNamespace("default"))
 	svcInformer := factory.Core().V1().Services().Informer()
@@ -38,23 +38,23 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	loadDone := make(chan struct{})
 	go func() {
-		l.run(ctx, 8)
+		l.Run(ctx, 8)
 		close(loadDone)
 	}()
 	for i := range 3 {
 		time.Sleep(time.Second)
-		l.down[i].Store(true)
+		l.Down[i].Store(true)
 		if err := c.Server(i).Terminate(30 * time.Second); err != nil {
 			t.Fatalf("stopping apiserver %d: %v", i, err)
 		}
 		c.Start(i)
-		l.down[i].Store(false)
+		l.Down[i].Store(false)
 	}
 	time.Sleep(time.Second)
 	cancel()
 	<-loadDone
 
-	l.verify(t, c.Client(1))
+	l.Verify(t, c.Client(1))
 	eventually(t, 30*time.Second, func(ctx context.Context) error {
 		list, err := c.Client(1).CoreV1().Services("default").List(ctx, metav1.ListOptions{})
 		if err != nil {

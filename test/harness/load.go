@@ -1,4 +1,4 @@
-package reliability
+package harness
 
 import (
 	"context"
@@ -16,13 +16,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// load creates and deletes Services through several apiservers and
-// remembers what each acknowledged. A request that failed without an
-// answer (connection refused, timeout) is retried against another
-// apiserver; its object's fate is then unknown until read back.
-type load struct {
+// Load creates and deletes Services (ClusterIP and NodePort) through
+// several apiservers and remembers what each acknowledged. A request that
+// failed without an answer (connection refused, timeout) is retried
+// against another apiserver; its object's fate is then unknown until read
+// back. Fault tests run it while they kill or restart apiservers, then
+// Verify that nothing acknowledged was lost.
+type Load struct {
 	clients []kubernetes.Interface
-	down    []atomic.Bool // apiservers the workers must avoid
+	// Down marks apiservers the workers must avoid (one being stopped).
+	Down []atomic.Bool
 
 	mu      sync.Mutex
 	want    map[string]bool // acknowledged: true = created, false = deleted
@@ -31,12 +34,13 @@ type load struct {
 	refused atomic.Int64 // 4xx answers (e.g. a random node port taken)
 }
 
-func newLoad(clients []kubernetes.Interface) *load {
-	return &load{clients: clients, down: make([]atomic.Bool, len(clients)), want: map[string]bool{}, unknown: map[string]bool{}}
+// NewLoad is a Load through clients, one per apiserver.
+func NewLoad(clients []kubernetes.Interface) *Load {
+	return &Load{clients: clients, Down: make([]atomic.Bool, len(clients)), want: map[string]bool{}, unknown: map[string]bool{}}
 }
 
-// run drives workers until ctx is done.
-func (l *load) run(ctx context.Context, workers int) {
+// Run drives workers until ctx is done.
+func (l *Load) Run(ctx context.Context, workers int) {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -79,10 +83,10 @@ func (l *load) run(ctx context.Context, workers int) {
 
 // do sends a request, retrying elsewhere while it gets no answer, and
 // records an acknowledged outcome. It reports whether it was acknowledged.
-func (l *load) do(ctx context.Context, rnd *rand.Rand, name string, req func(context.Context, kubernetes.Interface) error, create bool) bool {
+func (l *Load) do(ctx context.Context, rnd *rand.Rand, name string, req func(context.Context, kubernetes.Interface) error, create bool) bool {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		i := rnd.IntN(len(l.clients))
-		if l.down[i].Load() {
+		if l.Down[i].Load() {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -114,16 +118,16 @@ func (l *load) do(ctx context.Context, rnd *rand.Rand, name string, req func(con
 	return false
 }
 
-func (l *load) record(name string, exists bool) {
+func (l *Load) record(name string, exists bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.want[name] = exists
 	delete(l.unknown, name)
 }
 
-// verify checks that every acknowledged create is stored and every
+// Verify checks that every acknowledged create is stored and every
 // acknowledged delete is gone.
-func (l *load) verify(t *testing.T, client kubernetes.Interface) {
+func (l *Load) Verify(t *testing.T, client kubernetes.Interface) {
 	t.Helper()
 	list, err := client.CoreV1().Services("default").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
