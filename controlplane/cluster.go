@@ -31,6 +31,10 @@ const (
 	// tokenFileName is the join token's file in the data dir (k3s's
 	// server/token).
 	tokenFileName = "token"
+	// joinedFileName records, in the data dir of a server that joined a
+	// cluster, the server it joined through: such a member is refused
+	// --cluster-init, which would say it starts a cluster of its own.
+	joinedFileName = "joined"
 	// etcdPKIDir holds the etcd CA and this member's peer certificate,
 	// under pki: kubeadm's etcd CA, of its own so that no certificate of
 	// the cluster CA (a kubelet's, an admin's) is taken for a peer's.
@@ -94,6 +98,9 @@ func (cc *completedConfig) completeCluster(advertise netip.Addr) (*clusterMember
 		return nil, errors.New("--cluster-init and --server exclude each other: the first server initializes the cluster, the others join it")
 	case (cc.ClusterInit || cc.JoinServer != "") && !cc.embeddedEtcd():
 		return nil, errors.New("--cluster-init and --server are for the embedded etcd; servers on --etcd-servers share that cluster already")
+	case cc.ClusterInit && joinedThrough(cc.DataDir) != "":
+		return nil, fmt.Errorf("--cluster-init: --data-dir %s is a member of the cluster it joined through %s; start it without --cluster-init (a new cluster needs a new data dir)",
+			cc.DataDir, joinedThrough(cc.DataDir))
 	case cc.ClusterInit && token != "":
 		return nil, fmt.Errorf("--token with --cluster-init: the first server writes the cluster's token to %s, for the others to join with", filepath.Join(cc.DataDir, tokenFileName))
 	case cc.JoinServer != "" && !clustered && hasData:
@@ -126,6 +133,16 @@ func (cc *completedConfig) completeCluster(advertise netip.Addr) (*clusterMember
 		m.joinServer = cc.JoinServer
 	}
 	return m, nil
+}
+
+// joinedThrough is the server a data dir's member joined its cluster
+// through, or "" if it did not join one.
+func joinedThrough(dataDir string) string {
+	data, err := os.ReadFile(filepath.Join(dataDir, joinedFileName))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
 }
 
 // ensureClusterCertificates writes what a member of a cluster needs: the
@@ -201,6 +218,10 @@ func join(ctx context.Context, cfg *completedConfig) (*joining, error) {
 	if err := clusterjoin.WriteFiles(cfg.DataDir, files); err != nil {
 		j.abandon(ctx)
 		return nil, fmt.Errorf("--data-dir %s: writing the cluster's files: %w", cfg.DataDir, err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, joinedFileName), []byte(m.joinServer+"\n"), 0o600); err != nil {
+		j.abandon(ctx)
+		return nil, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
 	}
 	klog.FromContext(ctx).Info("Joining the cluster as an etcd learner", "server", m.joinServer, "member", m.name)
 	return j, nil

@@ -167,6 +167,12 @@ func TestJoinServers(t *testing.T) {
 		t.Errorf("etcd members: want 3 voters\n%s", list)
 	}
 
+	// A joined server is a member: --cluster-init on its data dir is
+	// refused before anything starts.
+	if out, err := s.run(1, "--cluster-init"); err == nil || !strings.Contains(out, "is a member of the cluster it joined through https://"+harness.Addr(0)+":6443") {
+		t.Errorf("--cluster-init on a joined server's data dir: %v\n%s", err, out)
+	}
+
 	// Refused joins: nothing written, no member added.
 	otherCluster := "K10" + strings.Repeat("0", 64) + "::server:" + strings.SplitN(token, "::server:", 2)[1]
 	wrongPassword := strings.SplitN(token, "::server:", 2)[0] + "::server:wrong"
