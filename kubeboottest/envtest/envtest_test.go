@@ -220,8 +220,14 @@ func TestAddUser(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err != nil {
-		t.Errorf("listing ConfigMaps as a reader: %v", err)
+	// RBAC authorizes from informers: the binding takes effect once they
+	// see it, as with kube-apiserver.
+	var listErr error
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, listErr = alice.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		return listErr == nil, nil
+	}); err != nil {
+		t.Errorf("listing ConfigMaps as a reader: %v", listErr)
 	}
 	if _, err := alice.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("creating a ConfigMap as a reader: %v, want Forbidden", err)
