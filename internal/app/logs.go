@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -30,7 +31,7 @@ func addLogFlags(cmd *cobra.Command) {
 	klog.InitFlags(klogFlags)
 	cmd.Flags().AddGoFlag(klogFlags.Lookup("v"))
 	cmd.Flags().AddGoFlag(klogFlags.Lookup("vmodule"))
-	cmd.Flags().Bool(logToStderrFlag, false, "Write every log line to standard error. By default the server logs to logs/kubeboot.log in --data-dir (rotated) and the terminal shows errors only; -v above 0 implies this.")
+	cmd.Flags().Bool(logToStderrFlag, false, "Write every log line to standard error. By default the server logs to logs/kubeboot.log in --data-dir (rotated) and the terminal shows errors only; -v above 0, or standard error being systemd's journal, implies this.")
 }
 
 // logFile is the server's log, <data-dir>/logs/kubeboot.log, rotated.
@@ -68,10 +69,12 @@ func (f *logFile) open(dataDir string) (path string, err error) {
 
 // routeLogs sends klog's lines to a logFile, errors also to the
 // terminal, unless the command's flags keep them all on the terminal
-// (--log-to-stderr, -v above 0); it returns nil then.
+// (--log-to-stderr, -v above 0) or standard error is systemd's journal
+// (JOURNAL_STREAM, as under install.sh's unit), which stores and rotates
+// them; it returns nil then.
 func routeLogs(cmd *cobra.Command) *logFile {
 	toStderr, _ := cmd.Flags().GetBool(logToStderrFlag)
-	if v := cmd.Flags().Lookup("v"); toStderr || (v != nil && v.Value.String() != "0") {
+	if v := cmd.Flags().Lookup("v"); toStderr || (v != nil && v.Value.String() != "0") || os.Getenv("JOURNAL_STREAM") != "" {
 		return nil
 	}
 	f := &logFile{}
