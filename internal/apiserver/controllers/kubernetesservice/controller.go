@@ -95,9 +95,10 @@ func (c *Controller) run(ctx context.Context) {
 	ticker := time.NewTicker(c.cfg.Interval)
 	defer ticker.Stop()
 	for {
-		if err := c.sync(ctx, first); err != nil {
+		if err := c.sync(ctx, first); err != nil && ctx.Err() == nil {
+			// A pass cut short by the stop is not an error.
 			logger.Error(err, "Reconciling the kubernetes Service")
-		} else {
+		} else if err == nil {
 			first = false
 		}
 		select {
