@@ -70,7 +70,11 @@ type clusterMember struct {
 	token      clusterjoin.Token
 }
 
-func (cc *completedConfig) etcdDir() string { return filepath.Join(cc.DataDir, "etcd") }
+func (cc *completedConfig) etcdDir() string { return EtcdDirIn(cc.DataDir) }
+
+// EtcdDirIn is where a server whose data dir is dataDir keeps its
+// embedded etcd member (etcd.Dial reaches it there).
+func EtcdDirIn(dataDir string) string { return filepath.Join(dataDir, "etcd") }
 
 func (cc *completedConfig) etcdPKI(name string) string {
 	return filepath.Join(cc.DataDir, pkiDirName, etcdPKIDir, name)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/platform/etcdsnapshot"
@@ -24,12 +25,7 @@ func newEtcdCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List the members: ID, name, peer URL, and whether each votes or is a learner",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			etcd, err := dataDirEtcd(dataDir)
-			if err != nil {
-				return err
-			}
-			defer etcd.Close()
+		RunE: withEtcd(&dataDir, func(cmd *cobra.Command, _ []string, etcd *clientv3.Client) error {
 			resp, err := etcd.MemberList(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("--data-dir %s: listing etcd members (is the server running?): %w", dataDir, err)
@@ -44,28 +40,23 @@ func newEtcdCommand() *cobra.Command {
 				fmt.Fprintf(w, "%x\t%s\t%v\t%s\n", m.ID, m.Name, m.PeerURLs, role)
 			}
 			return w.Flush()
-		},
+		}),
 	}
 	remove := &cobra.Command{
 		Use:   "remove ID",
 		Short: "Remove a member (a server deleted for good), by its hex ID from list",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: withEtcd(&dataDir, func(cmd *cobra.Command, args []string, etcd *clientv3.Client) error {
 			id, err := strconv.ParseUint(args[0], 16, 64)
 			if err != nil {
 				return fmt.Errorf("%q is not a member ID (hex, as list shows it)", args[0])
 			}
-			etcd, err := dataDirEtcd(dataDir)
-			if err != nil {
-				return err
-			}
-			defer etcd.Close()
 			if _, err := etcd.MemberRemove(cmd.Context(), id); err != nil {
 				return fmt.Errorf("removing etcd member %x: %w", id, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed etcd member %x\n", id)
 			return nil
-		},
+		}),
 	}
 	member.AddCommand(list, remove)
 	cmd.AddCommand(member)
@@ -93,12 +84,7 @@ kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`
 		Use:   "save",
 		Short: "Save a snapshot of the running server's etcd; the last line printed is its path",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			etcd, err := dataDirEtcd(dataDir)
-			if err != nil {
-				return err
-			}
-			defer etcd.Close()
+		RunE: withEtcd(&dataDir, func(cmd *cobra.Command, _ []string, etcd *clientv3.Client) error {
 			node, err := os.Hostname()
 			if err != nil {
 				return err
@@ -109,7 +95,7 @@ kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "saved %d bytes\n%s\n", snap.Size, snap.Path)
 			return nil
-		},
+		}),
 	}
 	save.Flags().StringVar(&name, "name", name, "The snapshot's name, before -<node>-<unix time>.")
 	list := &cobra.Command{

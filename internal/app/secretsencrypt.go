@@ -10,13 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
+	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
 )
 
@@ -34,12 +34,7 @@ func newSecretsEncryptCommand() *cobra.Command {
 		Use:   "status",
 		Short: "Count the Secrets by the key that encrypted them",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			etcd, err := dataDirEtcd(dataDir)
-			if err != nil {
-				return err
-			}
-			defer etcd.Close()
+		RunE: withEtcd(&dataDir, func(cmd *cobra.Command, _ []string, etcd *clientv3.Client) error {
 			st, err := secretsencryption.ReadStatus(cmd.Context(), secretsencryption.ConfigPath(dataDir), etcd, prefix)
 			if err != nil {
 				return fmt.Errorf("--data-dir %s: %w", dataDir, err)
@@ -55,7 +50,7 @@ func newSecretsEncryptCommand() *cobra.Command {
 				fmt.Fprintf(out, "Secrets encrypted with %s: %d\n", k, st.Secrets[k])
 			}
 			return nil
-		},
+		}),
 	}
 	rotate := &cobra.Command{
 		Use:   "rotate-keys",
@@ -66,12 +61,7 @@ every Secret is re-encrypted with it in etcd (a Secret written meanwhile is read
 again), then the old keys are dropped. No Secret is left on an old key; progress
 is reported every 1,000 Secrets.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			etcd, err := dataDirEtcd(dataDir)
-			if err != nil {
-				return err
-			}
-			defer etcd.Close()
+		RunE: withEtcd(&dataDir, func(cmd *cobra.Command, _ []string, etcd *clientv3.Client) error {
 			admin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "super-admin.kubeconfig"))
 			if err != nil {
 				return fmt.Errorf("--data-dir %s: %w", dataDir, err)
@@ -98,24 +88,23 @@ is reported every 1,000 Secrets.`,
 			fmt.Fprintf(out, "re-encrypted %d Secrets in %s (%.0f/s); rotated to key %s in %s\n", rotated.Secrets,
 				rotated.Reencrypted.Round(time.Millisecond), float64(rotated.Secrets)/max(took, 1e-9), rotated.Key, time.Since(start).Round(time.Millisecond))
 			return nil
-		},
+		}),
 	}
 	cmd.AddCommand(status, rotate)
 	return cmd
 }
 
-// dataDirEtcd is a client of the embedded etcd of the server on dataDir,
-// through its socket in the data dir.
-func dataDirEtcd(dataDir string) (*clientv3.Client, error) {
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{"unix://" + filepath.Join(dataDir, "etcd", "etcd.sock")},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("--data-dir %s: the server's etcd: %w", dataDir, err)
+// withEtcd is a command's RunE that runs run with a client of the
+// embedded etcd of the running server on *dataDir, closed after.
+func withEtcd(dataDir *string, run func(cmd *cobra.Command, args []string, etcd *clientv3.Client) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := etcd.Dial(controlplane.EtcdDirIn(*dataDir))
+		if err != nil {
+			return fmt.Errorf("--data-dir %s: the server's etcd: %w", *dataDir, err)
+		}
+		defer c.Close()
+		return run(cmd, args, c)
 	}
-	return c, nil
 }
 
 // waitEncryptionConfigLoaded waits, up to a minute, until the server

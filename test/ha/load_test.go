@@ -2,13 +2,13 @@ package ha
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -55,10 +55,7 @@ func TestKillEachServerUnderLoad(t *testing.T) {
 	time.Sleep(4 * time.Second) // repair passes, as test/reliability waits
 	// The node port bitmap is read from etcd, through the first server's
 	// member on its data dir's socket.
-	etcdClient, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{"unix://" + filepath.Join(s.dataDir(0), "etcd", "etcd.sock")},
-		DialTimeout: 5 * time.Second,
-	})
+	etcdClient, err := etcd.Dial(controlplane.EtcdDirIn(s.dataDir(0)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,26 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.uber.org/zap"
 )
 
 // DefaultStartTimeout bounds how long Start waits for the member to be
 // ready to serve.
 const DefaultStartTimeout = 60 * time.Second
+
+// socketName is the member's client socket in its Dir.
+const socketName = "etcd.sock"
+
+// Dial is a client of the running member whose data is in dir, through
+// its socket there: for commands run beside a server (kubeboot etcd,
+// etcd-snapshot, secrets-encrypt) and tests.
+func Dial(dir string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   []string{"unix://" + filepath.Join(dir, socketName)},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+}
 
 // singleMemberTickMs is the raft tick of a single-member cluster.
 const singleMemberTickMs = 10
@@ -168,7 +183,7 @@ func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, erro
 	ec.ForceNewCluster = cfg.ForceNewCluster
 	name, peer := cfg.Member()
 	ec.Name = name
-	socket := filepath.Join(cfg.Dir, "etcd.sock")
+	socket := filepath.Join(cfg.Dir, socketName)
 	clientURLs, err := parseURLs(append([]string{"unix://" + socket}, cfg.ClientURLs...))
 	if err != nil {
 		return nil, "", fmt.Errorf("etcd: client URLs: %w", err)
