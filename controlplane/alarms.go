@@ -58,7 +58,6 @@ func (s *Server) reclaimEtcdSpace(ctx context.Context) {
 		Namespace: metav1.NamespaceSystem, Name: s.api.Generic.APIServerID,
 	}
 	recorder := s.api.Recorder()
-	var active []etcd.Alarm
 	raised := map[etcd.Alarm]time.Time{}
 	warned := false
 	ticker := time.NewTicker(etcdAlarmInterval)
@@ -92,13 +91,12 @@ func (s *Server) reclaimEtcdSpace(ctx context.Context) {
 				logger.Error(nil, "The embedded etcd raised an alarm", "alarm", a.String(), "err", s.etcd.CheckAlarms())
 			}
 		}
-		for _, a := range active {
+		for a, since := range raised {
 			if !slices.Contains(now, a) {
 				recorder.Eventf(identity, corev1.EventTypeNormal, "EtcdAlarmCleared", "The embedded etcd's alarm %s, raised at %s, is cleared",
-					a, raised[a].UTC().Format(time.RFC3339))
+					a, since.UTC().Format(time.RFC3339))
 				delete(raised, a)
 			}
 		}
-		active = now
 	}
 }

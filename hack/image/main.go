@@ -10,6 +10,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 )
 
 // dataDir is the default data dir of a root kubeboot, a volume.
@@ -56,7 +58,7 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("-bin: %w", err)
 	}
-	version, commit := versionOf(*bin, *platform)
+	version, commit := versionOf(*bin)
 	if *tag == "" {
 		*tag = "kubeboot:" + version
 	}
@@ -88,18 +90,24 @@ func readFile(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// versionOf is the binary's version and commit, from `kubeboot version -o
-// json` when the binary runs here, else "unknown".
-func versionOf(bin, platform string) (version, commit string) {
+// versionOf is the binary's kubeboot version and commit, from `kubeboot
+// version -o json` when the binary runs here (its gitVersion is
+// v<kubernetes>+kubeboot.<version>), else "unknown".
+func versionOf(bin string) (version, commit string) {
 	version, commit = "unknown", "unknown"
-	out, err := exec.Command(bin, "version").Output()
+	out, err := exec.Command(bin, "version", "-o", "json").Output()
 	if err != nil {
 		return version, commit
 	}
-	// kubeboot 0.1.0 (commit abc123, Kubernetes ..., go..., linux/amd64)
-	fields := strings.Fields(string(out))
-	if len(fields) >= 4 && fields[0] == "kubeboot" && fields[2] == "(commit" {
-		version, commit = fields[1], strings.TrimSuffix(fields[3], ",")
+	var info apimachineryversion.Info
+	if json.Unmarshal(out, &info) != nil {
+		return version, commit
+	}
+	if _, v, ok := strings.Cut(info.GitVersion, "+kubeboot."); ok {
+		version = v
+	}
+	if info.GitCommit != "" {
+		commit = info.GitCommit
 	}
 	return version, commit
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubectl's client auth plugins (oidc)
 	"k8s.io/component-base/cli"
 	"k8s.io/component-base/logs"
@@ -38,8 +39,7 @@ func newKubectlCommand() *cobra.Command {
 			}
 			argv := append([]string{"kubectl"}, args...)
 			_, _ = logs.GlogSetter(kubectlcmd.GetLogVerbosity(argv))
-			streams := kubectlcmd.KubectlOptions{}.IOStreams
-			streams.In, streams.Out, streams.ErrOut = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			streams := genericiooptions.IOStreams{In: cmd.InOrStdin(), Out: cmd.OutOrStdout(), ErrOut: cmd.ErrOrStderr()}
 			kubectl := kubectlcmd.NewDefaultKubectlCommandWithArgs(kubectlcmd.KubectlOptions{
 				PluginHandler: kubectlcmd.NewDefaultPluginHandler(plugin.ValidPluginFilenamePrefixes),
 				Arguments:     argv,

@@ -42,6 +42,9 @@ func TestImage(t *testing.T) {
 		!slices.Equal(cfg.Config.Cmd, []string{"server"}) {
 		t.Errorf("image config: %s/%s, entrypoint %q, cmd %q", cfg.OS, cfg.Architecture, cfg.Config.Entrypoint, cfg.Config.Cmd)
 	}
+	if l := cfg.Config.Labels; l["org.opencontainers.image.version"] == "unknown" || l["org.opencontainers.image.revision"] == "unknown" {
+		t.Errorf("image labels %v: the binary's version and commit not read", l)
+	}
 	if _, ok := cfg.Config.Volumes["/var/lib/kubeboot"]; !ok {
 		t.Errorf("image volumes %v lack the data dir", cfg.Config.Volumes)
 	}

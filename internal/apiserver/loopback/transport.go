@@ -82,11 +82,11 @@ func (t *Transport) setChan() chan struct{} {
 // waitHandler is the handler, once it is set: a request made before
 // waits for it, up to startWait or the end of ctx.
 func (t *Transport) waitHandler(ctx context.Context) (*http.Handler, error) {
-	if h := t.handler.Load(); h != nil || t.stopped.Load() {
-		if h == nil {
-			return nil, ErrNotServing
-		}
+	if h := t.handler.Load(); h != nil {
 		return h, nil
+	}
+	if t.stopped.Load() {
+		return nil, ErrNotServing
 	}
 	timer := time.NewTimer(startWait)
 	defer timer.Stop()
