@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,12 +60,7 @@ func applyConfigFile(flags *pflag.FlagSet) (warnings []string, _ error) {
 	if err := yaml.UnmarshalStrict(data, &values); err != nil {
 		return nil, fmt.Errorf("--config %s: not a YAML map of flag names to values: %w", path, err)
 	}
-	keys := make([]string, 0, len(values))
-	for k := range values {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, key := range keys {
+	for _, key := range slices.Sorted(maps.Keys(values)) {
 		f := flags.Lookup(key)
 		if f == nil || key == configFlag {
 			return nil, fmt.Errorf("--config %s: unknown key %q: the keys are the command's long flag names", path, key)
@@ -75,7 +71,7 @@ func applyConfigFile(flags *pflag.FlagSet) (warnings []string, _ error) {
 		}
 		if f.Changed {
 			if given := strings.Join(args, ","); given != f.Value.String() && !sameList(f, args) {
-				warnings = append(warnings, fmt.Sprintf("--%s on the command line wins over %s: %s in --config %s", key, f.Value.String(), given, path))
+				warnings = append(warnings, fmt.Sprintf("--%s=%s on the command line wins over %s in --config %s", key, f.Value.String(), given, path))
 			}
 			continue
 		}

@@ -36,7 +36,7 @@ feature-gates: {B: false, A: true}
 			want: map[string]string{"data-dir": "/srv/kubeboot", "secure-port": "7443", "etcd-quota-backend-bytes": "34359738368",
 				"kubelet-arg": "[--max-pods=200,--v=2]", "feature-gates": "A=true,B=false"}},
 		{name: "flags win", args: []string{"--config", good, "--secure-port=6443", "--data-dir=/srv/kubeboot"},
-			want: map[string]string{"secure-port": "6443", "data-dir": "/srv/kubeboot"}, warning: "--secure-port on the command line wins over 6443: 7443 in --config " + good},
+			want: map[string]string{"secure-port": "6443", "data-dir": "/srv/kubeboot"}, warning: "--secure-port=6443 on the command line wins over 7443 in --config " + good},
 		{name: "unknown key", args: []string{"--config", file("unknown.yaml", "data-dir: /x\nsecure-prot: 1\n")}, err: `unknown key "secure-prot"`},
 		{name: "not YAML", args: []string{"--config", file("bad.yaml", "data-dir: [\n")}, err: "bad.yaml: not a YAML map"},
 		{name: "not a map", args: []string{"--config", file("list.yaml", "- data-dir\n")}, err: "list.yaml: not a YAML map"},
