@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
@@ -17,6 +18,15 @@ import (
 	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/klog/v2"
 )
+
+// DefaultRetryPeriod is kubeboot's default --leader-elect-retry-period for
+// the controller manager and the scheduler, instead of upstream's 2 s. A
+// candidate counts a lease's age from the first look at which it saw the
+// holder's last renewal, and takes the lease at its first look past the
+// lease duration; with looks every 0.5-1.1 s (client-go's jitter) a killed
+// leader is replaced within the lease duration plus at most about 1.7 s,
+// not 4.4 s. Cost: each leader renews its Lease twice a second.
+const DefaultRetryPeriod = 500 * time.Millisecond
 
 // Config is one component's leader election.
 type Config struct {

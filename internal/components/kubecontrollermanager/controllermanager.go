@@ -97,6 +97,7 @@ func NewOptions() (*cmoptions.KubeControllerManagerOptions, error) {
 	o.SecureServing.BindPort = 0
 	o.Generic.ClientConnection.QPS, o.Generic.ClientConnection.Burst = InProcessQPS, InProcessBurst
 	o.KubeCloudShared.UseServiceAccountCredentials = true
+	o.Generic.LeaderElection.RetryPeriod.Duration = election.DefaultRetryPeriod
 	// As kubeadm: bootstrap tokens are signed into kube-public's
 	// cluster-info and deleted once expired.
 	o.Generic.Controllers = []string{"*", names.BootstrapSignerController, names.TokenCleanerController}

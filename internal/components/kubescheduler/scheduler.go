@@ -79,13 +79,14 @@ func Validate(opts *schedoptions.Options) error {
 }
 
 // withDefaults is a copy of opts whose component configuration is the
-// defaults, as upstream's Setup starts: the flags and --config apply over
-// them when the configuration is built.
+// defaults, as upstream's Setup starts (but kubeboot's retry period): the
+// flags and --config apply over them when the configuration is built.
 func withDefaults(opts *schedoptions.Options) (*schedoptions.Options, error) {
 	defaults, err := latest.Default()
 	if err != nil {
 		return nil, err
 	}
+	defaults.LeaderElection.RetryPeriod.Duration = election.DefaultRetryPeriod
 	o := *opts
 	o.ComponentConfig = defaults
 	return &o, nil
