@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 
+	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
@@ -91,6 +92,10 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	}
 	if _, err := pki.EnsureSigningKey(dir, pki.ServiceAccountKeyName); err != nil {
 		return nil, fmt.Errorf("service account signing key in %s: %w", dir, err)
+	}
+	// The token: what other servers and agents join with.
+	if _, err := clusterjoin.EnsureToken(filepath.Join(cfg.DataDir, tokenFileName), ca.CertPEM); err != nil {
+		return nil, fmt.Errorf("the join token: %w", err)
 	}
 	if cfg.cluster != nil {
 		if err := ensureClusterCertificates(cfg, ca); err != nil {

@@ -12,10 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
+	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
 )
@@ -83,18 +86,11 @@ func (cc *completedConfig) etcdPKI(name string) string {
 // completeCluster resolves --cluster-init, --server and the token into
 // this server's member, nil unless its etcd takes peers.
 func (cc *completedConfig) completeCluster(advertise netip.Addr) (*clusterMember, error) {
-	token := cc.Token
-	if cc.TokenFile != "" {
-		if token != "" {
-			return nil, errors.New("--token and --token-file exclude each other")
-		}
-		data, err := os.ReadFile(cc.TokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(data))
+	token, err := clusterjoin.TokenArg(cc.Token, cc.TokenFile)
+	if err != nil {
+		return nil, err
 	}
-	_, err := os.Stat(cc.etcdPKI("peer.crt"))
+	_, err = os.Stat(cc.etcdPKI("peer.crt"))
 	clustered := err == nil
 	hasData := etcd.HasData(cc.etcdDir())
 	switch {
@@ -150,8 +146,7 @@ func joinedThrough(dataDir string) string {
 }
 
 // ensureClusterCertificates writes what a member of a cluster needs: the
-// etcd CA, its peer certificate for its advertise address, and the join
-// token.
+// etcd CA and its peer certificate for its advertise address.
 func ensureClusterCertificates(cfg *completedConfig, ca *pki.KeyPair) error {
 	m := cfg.cluster
 	dir := filepath.Join(cfg.DataDir, pkiDirName, etcdPKIDir)
@@ -162,9 +157,6 @@ func ensureClusterCertificates(cfg *completedConfig, ca *pki.KeyPair) error {
 	if _, err := pki.EnsureServing(dir, "peer", etcdCA, pki.ServingSpec{
 		CommonName: m.name, IPs: []net.IP{net.IP(m.advertise.AsSlice())}, ClientAuth: true}); err != nil {
 		return fmt.Errorf("etcd peer certificate in %s: %w", dir, err)
-	}
-	if _, err := clusterjoin.EnsureToken(filepath.Join(cfg.DataDir, tokenFileName), ca.CertPEM); err != nil {
-		return fmt.Errorf("the join token: %w", err)
 	}
 	return nil
 }
@@ -249,15 +241,47 @@ func (j *joining) abandon(ctx context.Context) {
 	j.client.Close()
 }
 
-// joinEndpoints answers the joins of other servers (clusterjoin).
+// joinEndpoints answers the joins of other servers, when its etcd takes
+// members, and of agents, when a component approves their kubelets'
+// certificates (clusterjoin).
 func (s *Server) joinEndpoints() *clusterjoin.Server {
-	return &clusterjoin.Server{
+	j := &clusterjoin.Server{
 		DataDir:   s.cfg.DataDir,
 		TokenFile: filepath.Join(s.cfg.DataDir, tokenFileName),
 		CAFile:    filepath.Join(s.cfg.DataDir, pkiDirName, pki.CAName+".crt"),
 		Files:     sharedFiles,
-		Members:   startedMembers{s},
 	}
+	if s.cfg.cluster != nil {
+		j.Members = startedMembers{s}
+	}
+	if s.cfg.anyComponent(func(n Needs) bool { return n.NodeJoins }) {
+		j.Agents = agents{s}
+	}
+	return j
+}
+
+// agents admits agents: nodejoin's binding of the node's name and a
+// bootstrap token for its kubelet, and a client certificate for its
+// kube-proxy.
+type agents struct{ s *Server }
+
+func (a agents) Admit(ctx context.Context, nodeName, password string) (clusterjoin.AgentCredentials, error) {
+	client, err := kubernetes.NewForConfig(a.s.AdminConfig())
+	if err != nil {
+		return clusterjoin.AgentCredentials{}, err
+	}
+	token, err := nodejoin.Admit(ctx, client, nodeName, password)
+	if errors.Is(err, nodejoin.ErrRefused) {
+		return clusterjoin.AgentCredentials{}, err
+	} else if err != nil {
+		// The server may not be serving yet: the agent asks again.
+		return clusterjoin.AgentCredentials{}, fmt.Errorf("%w: %w", clusterjoin.ErrNotYet, err)
+	}
+	proxy, err := pki.NewClient(a.s.ca, user.KubeProxy, nil)
+	if err != nil {
+		return clusterjoin.AgentCredentials{}, err
+	}
+	return clusterjoin.AgentCredentials{BootstrapToken: token, ProxyCert: proxy.CertPEM, ProxyKey: proxy.KeyPEM}, nil
 }
 
 // startedMembers is the membership of the member once it has started.

@@ -113,6 +113,10 @@ type Needs struct {
 	// SharedObjects is set when the component's informers share their
 	// Pods and Nodes with the server's (Server.SharedObjects).
 	SharedObjects bool
+	// NodeJoins is set when the component approves the client
+	// certificates kubelets ask for with nodejoin's bootstrap tokens: the
+	// server then admits agents, the nodes that join with its token.
+	NodeJoins bool
 }
 
 // componentKubeconfig is a kubeconfig Settings.DelegateToServer asked for.
@@ -150,21 +154,45 @@ func GrantClusterRole(name, user string, rules ...rbacv1.PolicyRule) func(contex
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 		}
-		roles, bindings := client.RbacV1().ClusterRoles(), client.RbacV1().ClusterRoleBindings()
-		_, err := roles.Update(ctx, role, metav1.UpdateOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = roles.Create(ctx, role, metav1.CreateOptions{})
-		}
-		if err != nil {
+		if err := updateOrCreate(ctx, client.RbacV1().ClusterRoles(), role); err != nil {
 			return fmt.Errorf("ClusterRole %s: %w", name, err)
 		}
-		_, err = bindings.Update(ctx, binding, metav1.UpdateOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = bindings.Create(ctx, binding, metav1.CreateOptions{})
-		}
-		if err != nil {
+		if err := updateOrCreate(ctx, client.RbacV1().ClusterRoleBindings(), binding); err != nil {
 			return fmt.Errorf("ClusterRoleBinding %s: %w", name, err)
 		}
 		return nil
 	}
+}
+
+// GrantRole is GrantClusterRole for rights in one namespace: a Role and
+// a RoleBinding named name in namespace.
+func GrantRole(namespace, name, user string, rules ...rbacv1.PolicyRule) func(context.Context, kubernetes.Interface) error {
+	return func(ctx context.Context, client kubernetes.Interface) error {
+		meta := metav1.ObjectMeta{Name: name, Namespace: namespace}
+		role := &rbacv1.Role{ObjectMeta: meta, Rules: rules}
+		binding := &rbacv1.RoleBinding{
+			ObjectMeta: meta,
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		}
+		if err := updateOrCreate(ctx, client.RbacV1().Roles(namespace), role); err != nil {
+			return fmt.Errorf("Role %s/%s: %w", namespace, name, err)
+		}
+		if err := updateOrCreate(ctx, client.RbacV1().RoleBindings(namespace), binding); err != nil {
+			return fmt.Errorf("RoleBinding %s/%s: %w", namespace, name, err)
+		}
+		return nil
+	}
+}
+
+// updateOrCreate stores obj through c, replacing what is there.
+func updateOrCreate[T any](ctx context.Context, c interface {
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+}, obj T) error {
+	_, err := c.Update(ctx, obj, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = c.Create(ctx, obj, metav1.CreateOptions{})
+	}
+	return err
 }

@@ -152,9 +152,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		Etcd:          etcdClient,
 		SharedObjects: s.sharedObjects,
 	}
-	if cfg.cluster != nil {
-		res.WrapHandler = s.joinEndpoints().Wrap
-	}
+	res.WrapHandler = s.joinEndpoints().Wrap
 	if cfg.embeddedEtcd() {
 		res.ReadyzChecks = append(res.ReadyzChecks, s.etcdAlarmsCheck())
 	}

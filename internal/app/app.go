@@ -61,6 +61,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `kubeboot is a single-binary Kubernetes control plane. Run one of its servers:
 
   kubeboot server               API server, controller manager and scheduler in one process
+  kubeboot agent                this host as a node of a kubeboot server's cluster (kubelet, kube-proxy)
   kubeboot apiserver            the Kubernetes API server, on embedded or external etcd
   kubeboot controller-manager   kube-controller-manager
   kubeboot scheduler            kube-scheduler
@@ -92,7 +93,7 @@ server; one named kubectl runs kubectl.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServerCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newKubectlCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAgentCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newKubectlCommand(), newVersionCommand())
 	return root
 }
 

@@ -247,3 +247,35 @@ func checkRefused(t *testing.T, args []string, dataDir, flag string) {
 		t.Errorf("%s: the data dir was created before the flags were checked (stat: %v)", cmdline, err)
 	}
 }
+
+// TestBadAgentFlags runs `kubeboot agent` with one bad flag each: one
+// line on stderr naming the flag, and no data dir.
+func TestBadAgentFlags(t *testing.T) {
+	t.Parallel()
+	binary(t) // build once, before the subtests start in parallel
+	const token = "K100000000000000000000000000000000000000000000000000000000000000000::server:secret"
+	join := []string{"--server=https://127.0.0.1:1", "--token=" + token}
+	for _, tt := range []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"no server", []string{"--token=" + token}, "--server"},
+		{"server not https", []string{"--server=http://127.0.0.1:6443", "--token=" + token}, "--server"},
+		{"no token", []string{"--server=https://127.0.0.1:6443"}, "--token"},
+		{"token without a CA hash", []string{"--server=https://127.0.0.1:6443", "--token=secret"}, "--token"},
+		{"token and token file", append(join, "--token-file=/nonexistent"), "--token-file"},
+		{"node IP not an IP", append(join, "--node-ip=10.0.0"), "--node-ip"},
+		{"taint without an effect", append(join, "--node-taint=dedicated=edge"), "--node-taint"},
+		{"taint removal", append(join, "--node-taint=dedicated-"), "--node-taint"},
+		{"unknown kubelet flag", append(join, "--kubelet-arg=--no-such-flag=1"), "--kubelet-arg"},
+		{"unknown kube-proxy flag", append(join, "--proxy-arg=--no-such-flag=1"), "--proxy-arg"},
+		{"host without a runtime", append(join, "--kubelet-arg=--container-runtime-endpoint=unix:///nonexistent/cri.sock"), "cannot run the kubelet"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dataDir := filepath.Join(t.TempDir(), "agent")
+			checkRefused(t, append([]string{"agent", "--data-dir", dataDir}, tt.args...), dataDir, tt.flag)
+		})
+	}
+}

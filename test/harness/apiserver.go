@@ -50,6 +50,24 @@ func StartAPIServer(t testing.TB, bin, dataDir string, args ...string) *APIServe
 	return s
 }
 
+// StartAgent starts `bin agent --data-dir dataDir args...`, a node
+// joining a cluster (it has no /readyz: the test waits for its Node); the
+// process is killed when the test ends if it is still running.
+func StartAgent(t testing.TB, bin, dataDir string, args ...string) *APIServer {
+	t.Helper()
+	s, err := startCommand(bin, "agent", "", dataDir, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Kill()
+		if t.Failed() {
+			t.Logf("logs of the agent in %s:\n%s", dataDir, s.Logs())
+		}
+	})
+	return s
+}
+
 // StartReadyAPIServer is StartAPIServer, then waits up to timeout for
 // /readyz 200; it fails the test if the server is not ready by then.
 func StartReadyAPIServer(t testing.TB, timeout time.Duration, bin, dataDir string, args ...string) *APIServer {

@@ -215,9 +215,23 @@ const nodeName = "node-0"
 
 // nodeServerArgs are the flags of a `kubeboot server --node` at addr, in
 // the test's network and mount namespace (inProxyNetNS), whose kubelet runs
-// Pods on the CRI runtime at cri. This host has cgroup v1, so the kubelet
-// is told to accept it and to keep out of the host's cgroups.
+// Pods on the CRI runtime at cri.
 func nodeServerArgs(t *testing.T, addr, cri string) []string {
+	t.Helper()
+	// A fixed port (the namespace is private): the kubelet's kubeconfig
+	// must still point at the server after a restart.
+	return append([]string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
+		"--node",
+		"--kubelet-arg=--hostname-override=" + nodeName,
+		"--kubelet-arg=--node-ip=" + addr,
+	}, nodeArgs(t, cri)...)
+}
+
+// nodeArgs are the --kubelet-arg and --proxy-arg flags of a node in the
+// test's network and mount namespace whose kubelet runs Pods on the CRI
+// runtime at cri. This host has cgroup v1, so the kubelet is told to
+// accept it and to keep out of the host's cgroups.
+func nodeArgs(t *testing.T, cri string) []string {
 	t.Helper()
 	// The Pods' log directories, in tmpfs of the test's own mount
 	// namespace.
@@ -233,18 +247,13 @@ func nodeServerArgs(t *testing.T, addr, cri string) []string {
 	// detached, the directory can be removed.
 	kubeletDir := t.TempDir()
 	t.Cleanup(func() { _ = syscall.Unmount(kubeletDir, syscall.MNT_DETACH) })
-	// A fixed port (the namespace is private): the kubelet's kubeconfig
-	// must still point at the server after a restart.
-	return []string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
-		"--node",
+	return []string{
 		"--kubelet-arg=--container-runtime-endpoint=" + cri,
 		"--kubelet-arg=--fail-cgroupv1=false",
 		"--kubelet-arg=--cgroups-per-qos=false",
 		"--kubelet-arg=--enforce-node-allocatable=",
 		"--kubelet-arg=--fail-swap-on=false",
 		"--kubelet-arg=--root-dir=" + kubeletDir,
-		"--kubelet-arg=--hostname-override=" + nodeName,
-		"--kubelet-arg=--node-ip=" + addr,
 		// The node shares the machine's disk with the build and the other
 		// tests: the default thresholds (15% free for images) would evict
 		// the test's Pods whenever the disk is merely busy.

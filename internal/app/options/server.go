@@ -13,6 +13,7 @@ import (
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/hostnode"
 	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
+	"github.com/kubeboot/kubeboot/internal/components/kubeletclient"
 	"github.com/kubeboot/kubeboot/internal/components/kubeletserving"
 	"github.com/kubeboot/kubeboot/internal/components/kubescheduler"
 	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
@@ -68,6 +69,9 @@ func NewServer() (*Server, error) {
 	}
 	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: kubescheduler.NewOptions(),
 		SimulatedNodes: simulatednodes.NewOptions(), Node: hostnode.NewOptions()}
+	// Nodes join a server's cluster as kubeadm's do, with bootstrap
+	// tokens (`kubeboot agent`, --node), so a server authenticates them.
+	o.ControlPlane.Authentication.BootstrapToken.Enable = true
 	o.controllerManagerFlags = flagSet("kube-controller-manager",
 		cm.Flags(cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases()).FlagSets)
 	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
@@ -149,11 +153,9 @@ func (o *Server) validateNode() error {
 	if !o.Node.Enabled {
 		return o.Node.Validate()
 	}
-	bootstrap := o.ControlPlane.Authentication.BootstrapToken
-	if o.flags != nil && o.flags.Changed("enable-bootstrap-token-auth") && !bootstrap.Enable {
+	if !o.ControlPlane.Authentication.BootstrapToken.Enable {
 		return errors.New("--node needs --enable-bootstrap-token-auth: the kubelet joins with a bootstrap token")
 	}
-	bootstrap.Enable = true
 	for _, name := range []string{names.CertificateSigningRequestApprovingController, names.CertificateSigningRequestSigningController} {
 		if !kubecontrollermanager.Runs(o.ControllerManager, name) {
 			return fmt.Errorf("--node needs the %s controller (--controllers): the kubelet gets its certificate through it", name)
@@ -168,9 +170,14 @@ func (o *Server) validateNode() error {
 // process, and the simulated nodes and this host's node when asked for.
 func (o *Server) Config() controlplane.Config {
 	c := o.APIServer.Config()
-	// kube-controller-manager signs the kubelets' serving certificates;
-	// kubeletserving approves them, for each node's own addresses.
+	// kube-controller-manager signs the kubelets' certificates;
+	// kubeletclient approves a node's first client certificate, for the
+	// node its bootstrap token names, and kubeletserving the serving
+	// certificates, for each node's own addresses.
 	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager), kubescheduler.New(o.Scheduler), kubeletserving.New())
+	if o.ControlPlane.Authentication.BootstrapToken.Enable {
+		c.Components = append(c.Components, kubeletclient.New())
+	}
 	if o.SimulatedNodes.Count > 0 {
 		// The nodes take their pod CIDRs from kube-controller-manager when
 		// it allocates them (--allocate-node-cidrs), else from

@@ -6,86 +6,35 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	bootstraputil "k8s.io/cluster-bootstrap/token/util"
-	bootstraptokenv1 "k8s.io/kubernetes/cmd/kubeadm/app/apis/bootstraptoken/v1"
-	tokenphase "k8s.io/kubernetes/cmd/kubeadm/app/phases/bootstraptoken/node"
 	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
 // bootstrapUser names the user of the bootstrap kubeconfig.
 const bootstrapUser = "kubelet-bootstrap"
 
-// setUpTLSBootstrap does what `kubeadm init` does for a node to join: a
-// bootstrap token in kube-system, valid kubeadm's 24 h from now, and the
-// RBAC of allowTLSBootstrap. It writes the kubeconfig with the token to
-// path, for the kubelet's --bootstrap-kubeconfig. A token already in path
-// is kept (and its expiry moved on), so each start does not leave another.
-// Once the kubelet holds a client certificate (in certDir) that has not
-// expired, it needs no token: the token is left to expire, and
-// kube-controller-manager's token cleaner deletes it, as kubeadm's join
-// token.
-func setUpTLSBootstrap(client kubernetes.Interface, serverURL string, caPEM []byte, path, certDir string) error {
-	if err := allowTLSBootstrap(client); err != nil {
-		return err
-	}
-	if joined(certDir, time.Now()) {
-		return nil
-	}
-	token, err := tokenIn(path)
-	if err != nil {
-		return err
-	}
-	if token == "" {
-		if token, err = bootstraputil.GenerateBootstrapToken(); err != nil {
-			return err
-		}
-	}
-	ts, err := bootstraptokenv1.NewBootstrapTokenString(token)
-	if err != nil {
-		return err
-	}
-	bt := bootstraptokenv1.BootstrapToken{Token: ts, Description: "The kubelet of kubeboot server --node bootstraps its client certificate with it."}
-	bootstraptokenv1.SetDefaults_BootstrapToken(&bt)
-	if err := tokenphase.UpdateOrCreateTokens(client, false, []bootstraptokenv1.BootstrapToken{bt}); err != nil {
-		return fmt.Errorf("bootstrap token: %w", err)
-	}
-	return kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithToken(serverURL, controlplane.ClusterName, bootstrapUser, caPEM, token))
-}
-
-// allowTLSBootstrap is kubeadm's RBAC for the TLS bootstrap: a bootstrap
-// token may ask for a node client certificate, which the controller
-// manager approves, as it approves the renewals of node certificates; the
-// server's kubelet client certificate may use the kubelet's API.
-func allowTLSBootstrap(client kubernetes.Interface) error {
-	for _, rbac := range []func(kubernetes.Interface) error{
-		tokenphase.AllowBootstrapTokensToPostCSRs,
-		tokenphase.AllowBootstrapTokensToGetNodes,
-		tokenphase.AutoApproveNodeBootstrapTokens,
-		tokenphase.AutoApproveNodeCertificateRotation,
-		tokenphase.AllowAPIServerToAccessKubeletAPI,
-	} {
-		if err := rbac(client); err != nil {
-			return fmt.Errorf("RBAC for the TLS bootstrap: %w", err)
-		}
-	}
-	return nil
-}
-
 // kubeletClientCertName is the kubelet's current client certificate and
 // key, in its --cert-dir.
 const kubeletClientCertName = "kubelet-client-current.pem"
 
-// joined reports whether the kubelet holds a client certificate in
-// certDir that is valid at now.
-func joined(certDir string, now time.Time) bool {
-	path := filepath.Join(certDir, kubeletClientCertName)
+// passwordFileName holds the node's password (nodejoin), in the node's
+// directory: what proves, at its next join, that this host is the node.
+const passwordFileName = "password"
+
+// Joined reports whether the node in dir has joined and needs nothing
+// from a server to start: its kubelet holds a client certificate valid at
+// now, and kube-proxy has its kubeconfig.
+func Joined(dir string, now time.Time) bool {
+	if _, err := os.Stat(filepath.Join(dir, proxyKubeconfigName)); err != nil {
+		return false
+	}
+	path := filepath.Join(dir, kubeletCertDirName, kubeletClientCertName)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return false
@@ -94,18 +43,35 @@ func joined(certDir string, now time.Time) bool {
 	return err == nil && now.Before(certs[0].NotAfter)
 }
 
-// tokenIn returns the bootstrap token of the kubeconfig at path, or ""
-// if there is none or it is not a bootstrap token.
-func tokenIn(path string) (string, error) {
-	cfg, err := clientcmd.LoadFromFile(path)
+// ClusterCA is the cluster CA's PEM, as the node in dir keeps it.
+func ClusterCA(dir string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(dir, clientCAName))
+}
+
+// Password returns the node password kept in dir, or a new one if there
+// is none yet, which StorePassword keeps once the join succeeded.
+func Password(dir string) (password string, stored bool, _ error) {
+	data, err := os.ReadFile(filepath.Join(dir, passwordFileName))
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
+		password, err := nodejoin.NewPassword()
+		return password, false, err
 	}
 	if err != nil {
-		return "", fmt.Errorf("bootstrap kubeconfig: %w", err)
+		return "", false, fmt.Errorf("the node password: %w", err)
 	}
-	if info := cfg.AuthInfos[bootstrapUser]; info != nil && bootstraputil.IsValidBootstrapToken(info.Token) {
-		return info.Token, nil
+	return strings.TrimSpace(string(data)), true, nil
+}
+
+// StorePassword keeps password in dir.
+func StorePassword(dir, password string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
 	}
-	return "", nil
+	return pki.WriteFile(filepath.Join(dir, passwordFileName), []byte(password+"\n"), 0o600)
+}
+
+// writeBootstrapKubeconfig writes the kubelet's --bootstrap-kubeconfig:
+// the server at url, verified against caPEM, and the bootstrap token.
+func writeBootstrapKubeconfig(path, url string, caPEM []byte, token string) error {
+	return kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithToken(url, controlplane.ClusterName, bootstrapUser, caPEM, token))
 }

@@ -10,7 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -18,11 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 )
-
-// proxyUser is the user kube-proxy acts as, which upstream's RBAC
-// bootstrap policy binds to system:node-proxier.
-const proxyUser = "system:kube-proxy"
 
 // kubeletStopTimeout bounds how long the kubelet may take to exit after
 // SIGTERM before it is killed.
@@ -42,32 +41,49 @@ const (
 // kubeletCommand is kubeboot's command that runs the kubelet.
 const kubeletCommand = "kubelet"
 
-// errKubeletExited is the server's error when the kubelet exits on its own.
+// errKubeletExited is the error when the kubelet exits on its own.
 var errKubeletExited = errors.New("the kubelet exited")
 
-// run sets the node up and runs the kubelet and kube-proxy until ctx is
-// done or one of them fails.
-func (o *Options) run(ctx context.Context, s *controlplane.Server) error {
+// Cluster is how a node reaches the cluster it is a node of.
+type Cluster struct {
+	// URL is the apiserver's, CA the cluster CA's PEM.
+	URL string
+	CA  []byte
+	// BootstrapToken returns the kubelet's bootstrap token for its first
+	// client certificate; it is called only while the node has not
+	// joined (Joined).
+	BootstrapToken func(context.Context) (string, error)
+	// WriteProxyKubeconfig writes kube-proxy's kubeconfig to path; it is
+	// called only while the node has not joined.
+	WriteProxyKubeconfig func(path string) error
+	// Started, if set, is called once the kubelet has started, with a
+	// context that ends when it stops.
+	Started func(context.Context)
+}
+
+// Run sets the node up in dir and runs the kubelet and kube-proxy until
+// ctx is done or one of them fails.
+func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	logger := klog.FromContext(ctx)
-	dir := filepath.Join(s.DataDir(), nodeDirName)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	admin := s.AdminConfig()
-	client, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		return err
-	}
 	bootstrapKubeconfig := filepath.Join(dir, bootstrapKubeconfigName)
-	if err := setUpTLSBootstrap(client, s.URL(), admin.CAData, bootstrapKubeconfig, filepath.Join(dir, kubeletCertDirName)); err != nil {
-		return err
-	}
 	proxyKubeconfig := filepath.Join(dir, proxyKubeconfigName)
-	if err := s.WriteUserKubeconfig(proxyKubeconfig, proxyUser, nil); err != nil {
-		return fmt.Errorf("kube-proxy's kubeconfig: %w", err)
+	if !Joined(dir, time.Now()) {
+		token, err := c.BootstrapToken(ctx)
+		if err != nil {
+			return err
+		}
+		if err := writeBootstrapKubeconfig(bootstrapKubeconfig, c.URL, c.CA, token); err != nil {
+			return fmt.Errorf("the kubelet's bootstrap kubeconfig: %w", err)
+		}
+		if err := c.WriteProxyKubeconfig(proxyKubeconfig); err != nil {
+			return fmt.Errorf("kube-proxy's kubeconfig: %w", err)
+		}
 	}
 	kubeletConfig := filepath.Join(dir, kubeletConfigName)
-	if err := writeKubeletConfig(dir, kubeletConfig, admin.CAData); err != nil {
+	if err := writeKubeletConfig(dir, kubeletConfig, c.CA, o.Taints); err != nil {
 		return fmt.Errorf("the kubelet's configuration: %w", err)
 	}
 
@@ -77,12 +93,10 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("Started the kubelet", "pid", kubelet.Process.Pid, "dir", dir)
-	go func() {
-		if err := s.TieNode(kubeletCtx, o.nodeName); err != nil && kubeletCtx.Err() == nil {
-			logger.Error(err, "Marking the Node as this server's: deleting it will not remove the server's etcd member", "node", o.nodeName)
-		}
-	}()
+	logger.Info("Started the kubelet", "pid", kubelet.Process.Pid, "dir", dir, "node", o.nodeName)
+	if c.Started != nil {
+		go c.Started(kubeletCtx)
+	}
 	kubeletDone := make(chan error, 1)
 	go func() { kubeletDone <- kubelet.Wait() }()
 	// kube-proxy stops only with the process (its informers and servers
@@ -112,12 +126,48 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server) error {
 	}
 }
 
+// run runs the server's host as a node: its password and bootstrap token
+// come from the server in the process, kube-proxy's certificate from the
+// server's CA, and its Node is tied to the server's etcd member.
+func (o *Options) run(ctx context.Context, s *controlplane.Server) error {
+	dir := filepath.Join(s.DataDir(), nodeDirName)
+	admin := s.AdminConfig()
+	return o.Run(ctx, dir, Cluster{
+		URL: s.URL(),
+		CA:  admin.CAData,
+		BootstrapToken: func(ctx context.Context) (string, error) {
+			password, stored, err := Password(dir)
+			if err != nil {
+				return "", err
+			}
+			client, err := kubernetes.NewForConfig(admin)
+			if err != nil {
+				return "", err
+			}
+			token, err := nodejoin.Admit(ctx, client, o.nodeName, password)
+			if err != nil {
+				return "", fmt.Errorf("node %s: %w", o.nodeName, err)
+			}
+			if !stored {
+				err = StorePassword(dir, password)
+			}
+			return token, err
+		},
+		WriteProxyKubeconfig: func(path string) error { return s.WriteUserKubeconfig(path, user.KubeProxy, nil) },
+		Started: func(ctx context.Context) {
+			if err := s.TieNode(ctx, o.nodeName); err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Marking the Node as this server's: deleting it will not remove the server's etcd member", "node", o.nodeName)
+			}
+		},
+	})
+}
+
 // writeKubeletConfig writes the kubelet's configuration file, as kubeadm
 // does: requests to its port are authenticated by client certificate
 // (signed by the cluster CA, written to dir) or by the apiserver's
 // TokenReview, never anonymous, and authorized by SubjectAccessReview;
 // its client certificate is renewed through the CSR flow.
-func writeKubeletConfig(dir, path string, caPEM []byte) error {
+func writeKubeletConfig(dir, path string, caPEM []byte, taints []corev1.Taint) error {
 	caFile := filepath.Join(dir, clientCAName)
 	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
 		return err
@@ -135,6 +185,7 @@ func writeKubeletConfig(dir, path string, caPEM []byte) error {
 		// (kubeletserving approves it for the node's own addresses), so
 		// the API server can verify whom it reaches.
 		ServerTLSBootstrap: true,
+		RegisterWithTaints: taints,
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {

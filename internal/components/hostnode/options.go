@@ -18,6 +18,7 @@ import (
 	"os/exec"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	nodeutil "k8s.io/component-helpers/node/util"
 	proxyapp "k8s.io/kubernetes/cmd/kube-proxy/app"
 
@@ -34,7 +35,13 @@ type Options struct {
 	KubeletArgs []string
 	// ProxyArgs is --proxy-arg: kube-proxy flags.
 	ProxyArgs []string
+	// Taints are the taints the node registers with (the kubelet's
+	// registerWithTaints).
+	Taints []corev1.Taint
 
+	// enabledBy is the flag that makes this host a node, "" for an agent,
+	// which is one anyway.
+	enabledBy string
 	// nodeName is the name the kubelet registers its Node by.
 	nodeName string
 	// proxy holds kube-proxy's options, ProxyArgs parsed by its own flag
@@ -50,11 +57,26 @@ func NewOptions() *Options { return &Options{} }
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "node", o.Enabled,
 		"Also run this host as a node: the kubelet (a child process; needs cgroup v2 and a CRI runtime such as containerd), bootstrapping its certificate with a bootstrap token, and kube-proxy in the process. Needs root.")
-	fs.StringArrayVar(&o.KubeletArgs, "kubelet-arg", nil,
-		"With --node, another kubelet flag, as --name=value (repeatable), e.g. --kubelet-arg=--container-runtime-endpoint=unix:///run/crio/crio.sock.")
-	fs.StringArrayVar(&o.ProxyArgs, "proxy-arg", nil,
-		"With --node, another kube-proxy flag, as --name=value (repeatable), e.g. --proxy-arg=--proxy-mode=iptables.")
+	o.enabledBy = "--node"
+	o.addArgFlags(fs, "With --node, another")
 }
+
+// AddAgentFlags registers the flags of a host that is only a node
+// (`kubeboot agent`): --kubelet-arg and --proxy-arg; the node is enabled.
+func (o *Options) AddAgentFlags(fs *pflag.FlagSet) {
+	o.Enabled = true
+	o.addArgFlags(fs, "Another")
+}
+
+func (o *Options) addArgFlags(fs *pflag.FlagSet, another string) {
+	fs.StringArrayVar(&o.KubeletArgs, "kubelet-arg", nil,
+		another+" kubelet flag, as --name=value (repeatable), e.g. --kubelet-arg=--container-runtime-endpoint=unix:///run/crio/crio.sock.")
+	fs.StringArrayVar(&o.ProxyArgs, "proxy-arg", nil,
+		another+" kube-proxy flag, as --name=value (repeatable), e.g. --proxy-arg=--proxy-mode=iptables.")
+}
+
+// NodeName is the name the node registers by (Validate first).
+func (o *Options) NodeName() string { return o.nodeName }
 
 // Validate parses the kubelet's and kube-proxy's flags as they do and
 // checks that the host can run the kubelet; each problem names its flag.
@@ -109,7 +131,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--proxy-arg: %w", err)
 	}
 	if err := kubelethost.Local.Check(o.KubeletArgs); err != nil {
-		return fmt.Errorf("--node: %w", err)
+		if o.enabledBy != "" {
+			return fmt.Errorf("%s: %w", o.enabledBy, err)
+		}
+		return err
 	}
 	return nil
 }

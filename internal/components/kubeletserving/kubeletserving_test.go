@@ -74,9 +74,9 @@ func TestVerdict(t *testing.T) {
 		{"a node not registered yet", request(t, "system:node:n3", nodes, "system:node:n3", org, []string{"n3"}, nil), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, message := a.verdict(tc.csr)
-			if got != tc.want {
-				t.Errorf("verdict %q (%s), want %q", got, message, tc.want)
+			got := a.verdict(tc.csr)
+			if got.Type != tc.want {
+				t.Errorf("verdict %q (%s), want %q", got.Type, got.Message, tc.want)
 			}
 		})
 	}

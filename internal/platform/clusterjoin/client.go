@@ -80,6 +80,22 @@ func (c *Client) FetchFiles(ctx context.Context) (map[string][]byte, error) {
 	return b.Files, nil
 }
 
+// JoinAgent asks the server to admit this host as node nodeName, whose
+// node password is password, again while the server cannot yet, until
+// ctx ends.
+func (c *Client) JoinAgent(ctx context.Context, nodeName, password string) (AgentCredentials, error) {
+	req, _ := json.Marshal(agentRequest{NodeName: nodeName, Password: password})
+	body, err := c.retry(ctx, http.MethodPost, agentPath, req)
+	if err != nil {
+		return AgentCredentials{}, fmt.Errorf("--server %s: joining as node %s: %w", c.server, nodeName, err)
+	}
+	var creds AgentCredentials
+	if err := json.Unmarshal(body, &creds); err != nil {
+		return AgentCredentials{}, fmt.Errorf("--server %s: joining as node %s: %w", c.server, nodeName, err)
+	}
+	return creds, nil
+}
+
 // AddLearner asks the server to add this server's etcd member, named
 // name, at peerURL, as a learner, again while the cluster is not ready
 // for it, until ctx ends.

@@ -128,11 +128,63 @@ func TestJoin(t *testing.T) {
 		t.Errorf("members added: %v, want only second", members.added)
 	}
 
+	// A server whose etcd takes no members takes no servers; one without
+	// agent admission, no agents.
+	s.Members = nil
+	if _, err := c.FetchFiles(ctx); err == nil || !strings.Contains(err.Error(), "--cluster-init") {
+		t.Errorf("a server that takes no servers sent its files: %v", err)
+	}
+	if _, err := c.JoinAgent(ctx, "n1", "password"); err == nil || !strings.Contains(err.Error(), "takes no agents") {
+		t.Errorf("a server that takes no agents admitted one: %v", err)
+	}
+
 	// Without a token file the server takes no joins.
 	if err := os.Remove(s.TokenFile); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.FetchFiles(ctx); err == nil || !strings.Contains(err.Error(), "--cluster-init") {
+	if _, err := c.FetchFiles(ctx); err == nil || !strings.Contains(err.Error(), "no token") {
 		t.Errorf("a server without a token answered: %v", err)
+	}
+}
+
+// fakeAgents admits node n1 once the server can (after notYet refusals)
+// and refuses any other name.
+type fakeAgents struct{ notYet int }
+
+func (f *fakeAgents) Admit(_ context.Context, nodeName, password string) (AgentCredentials, error) {
+	if f.notYet > 0 {
+		f.notYet--
+		return AgentCredentials{}, fmt.Errorf("%w: the apiserver is starting", ErrNotYet)
+	}
+	if nodeName != "n1" || password != "pw" {
+		return AgentCredentials{}, errors.New("the node name is taken")
+	}
+	return AgentCredentials{BootstrapToken: "abcdef.0123456789abcdef", ProxyCert: []byte("cert"), ProxyKey: []byte("key")}, nil
+}
+
+// TestJoinAgent: an agent is admitted with the token's password, asks
+// again while the server cannot answer yet, and hears why it is refused.
+func TestJoinAgent(t *testing.T) {
+	dir := t.TempDir()
+	s := &Server{DataDir: dir, TokenFile: filepath.Join(dir, "token"), Agents: &fakeAgents{notYet: 2}}
+	srv := httptest.NewTLSServer(s.Wrap(nil))
+	defer srv.Close()
+	token, err := EnsureToken(s.TokenFile, []byte("the CA's PEM"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wrong := &Client{server: srv.URL, token: Token{CAHash: token.CAHash, Password: "wrong"}, http: srv.Client()}
+	if _, err := wrong.JoinAgent(ctx, "n1", "pw"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("a wrong token joined an agent: %v", err)
+	}
+	c := &Client{server: srv.URL, token: token, http: srv.Client()}
+	creds, err := c.JoinAgent(ctx, "n1", "pw")
+	if err != nil || creds.BootstrapToken != "abcdef.0123456789abcdef" || string(creds.ProxyKey) != "key" {
+		t.Errorf("JoinAgent = %+v, %v", creds, err)
+	}
+	if _, err := c.JoinAgent(ctx, "n2", "pw"); err == nil || !strings.Contains(err.Error(), "the node name is taken") {
+		t.Errorf("JoinAgent of a taken name: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ const (
 	apiPrefix      = "/v1-kubeboot/"
 	bootstrapPath  = apiPrefix + "server-bootstrap"
 	membersPath    = apiPrefix + "etcd-members"
+	agentPath      = apiPrefix + "agent"
 	promoteSubpath = "/promote"
 )
 
@@ -43,6 +44,24 @@ type Members interface {
 	Remove(ctx context.Context, id uint64) error
 }
 
+// Agents admits agents, the nodes that join with the token.
+type Agents interface {
+	// Admit admits the node named nodeName, whose host holds password
+	// (nodejoin's node password), and returns what it joins with.
+	Admit(ctx context.Context, nodeName, password string) (AgentCredentials, error)
+}
+
+// AgentCredentials are what an agent's node joins with.
+type AgentCredentials struct {
+	// BootstrapToken is the kubelet's, for its TLS bootstrap: it may ask
+	// for the node's client certificate and nothing else.
+	BootstrapToken string `json:"bootstrapToken"`
+	// ProxyCert and ProxyKey are kube-proxy's client certificate and key
+	// (PEM), which the cluster CA signed for system:kube-proxy.
+	ProxyCert []byte `json:"proxyCert"`
+	ProxyKey  []byte `json:"proxyKey"`
+}
+
 // ErrNotYet is a change of the membership the cluster cannot make yet,
 // but will: a learner not caught up with the leader, or a member added
 // moments ago that every member has not heard from since. Members return
@@ -62,8 +81,11 @@ type Server struct {
 	// Files are the paths, relative to DataDir, that a joining server
 	// fetches; those missing are left out.
 	Files []string
-	// Members is the etcd membership; nil when etcd is not embedded.
+	// Members is the etcd membership; nil when the server takes no
+	// other servers (its etcd is not embedded, or not clustered).
 	Members Members
+	// Agents admits agents; nil when the server takes none.
+	Agents Agents
 }
 
 // Wrap serves the join endpoints in front of next, before any
@@ -94,7 +116,7 @@ func (s *Server) serveCACerts(w http.ResponseWriter) {
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	token, err := ReadToken(s.TokenFile)
 	if errors.Is(err, os.ErrNotExist) {
-		http.Error(w, "this server takes no joins: start the first server with --cluster-init", http.StatusNotFound)
+		http.Error(w, "this server takes no joins: it has no token", http.StatusNotFound)
 		return
 	} else if err != nil {
 		klog.FromContext(r.Context()).Error(err, "Reading the join token")
@@ -108,10 +130,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	path := r.URL.Path
 	switch {
+	case path == agentPath && r.Method == http.MethodPost:
+		s.serveAgent(w, r)
+	case s.Members == nil && (path == bootstrapPath || strings.HasPrefix(path, membersPath)):
+		http.Error(w, "this server takes no other servers: servers join a cluster whose first server started with --cluster-init on embedded etcd", http.StatusNotFound)
 	case path == bootstrapPath && r.Method == http.MethodGet:
 		s.serveBootstrap(w)
-	case s.Members == nil && strings.HasPrefix(path, membersPath):
-		http.Error(w, "this server's etcd is not embedded: its servers share an etcd cluster of their own", http.StatusNotFound)
 	case path == membersPath && r.Method == http.MethodPost:
 		var req struct{ Name, PeerURL string }
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || req.Name == "" || req.PeerURL == "" {
@@ -149,6 +173,31 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "unknown request", http.StatusNotFound)
 	}
+}
+
+func (s *Server) serveAgent(w http.ResponseWriter, r *http.Request) {
+	if s.Agents == nil {
+		http.Error(w, "this server takes no agents: agents join a kubeboot server with bootstrap token authentication (--enable-bootstrap-token-auth)", http.StatusNotFound)
+		return
+	}
+	var req agentRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || req.NodeName == "" || req.Password == "" {
+		http.Error(w, "want a JSON object with nodeName and password", http.StatusBadRequest)
+		return
+	}
+	creds, err := s.Agents.Admit(r.Context(), req.NodeName, req.Password)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	klog.FromContext(r.Context()).Info("An agent joins", "node", req.NodeName, "from", r.RemoteAddr)
+	writeJSON(w, creds)
+}
+
+// agentRequest is an agent's join.
+type agentRequest struct {
+	NodeName string `json:"nodeName"`
+	Password string `json:"password"`
 }
 
 // bootstrap is what a joining server fetches: the shared files' contents

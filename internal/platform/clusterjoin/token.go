@@ -106,3 +106,19 @@ func EnsureToken(path string, caPEM []byte) (Token, error) {
 	}
 	return t, os.WriteFile(path, []byte(t.String()+"\n"), 0o600)
 }
+
+// TokenArg is the token a command was given: --token, or the contents of
+// --token-file, which exclude each other; "" if neither.
+func TokenArg(token, tokenFile string) (string, error) {
+	if tokenFile == "" {
+		return token, nil
+	}
+	if token != "" {
+		return "", errors.New("--token and --token-file exclude each other")
+	}
+	data, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}

@@ -81,9 +81,38 @@ func (r *RBAC) Ensure(ctx context.Context) error {
 	if err := waitForSync(ctx, "RBAC", r.synced); err != nil {
 		return err
 	}
-	return untilDone(ctx, "default RBAC policy", func(ctx context.Context) error {
+	if err := untilDone(ctx, "default RBAC policy", func(ctx context.Context) error {
 		return run(rbacTasks(r.client, r.informers))
+	}); err != nil {
+		return err
+	}
+	return r.waitForPolicy(ctx)
+}
+
+// waitForPolicy returns once the informers, which the RBAC authorizer
+// reads, hold every default ClusterRole and ClusterRoleBinding: until
+// then a fresh server would refuse what the policy allows (anonymous
+// /readyz, a component's first request) though it reports ready, for as
+// long as the writes take to come back through the watch.
+func (r *RBAC) waitForPolicy(ctx context.Context) error {
+	roles, bindings := r.informers.ClusterRoles().Lister(), r.informers.ClusterRoleBindings().Lister()
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, Timeout, true, func(context.Context) (bool, error) {
+		for _, role := range bootstrappolicy.ClusterRoles() {
+			if _, err := roles.Get(role.Name); err != nil {
+				return false, nil
+			}
+		}
+		for _, binding := range append(bootstrappolicy.ClusterRoleBindings(), kubeadmClusterRoleBindings()...) {
+			if _, err := bindings.Get(binding.Name); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
+	if err != nil {
+		return fmt.Errorf("waiting for the authorizer to see the default RBAC policy: %w", err)
+	}
+	return nil
 }
 
 // EnsurePriorityClasses creates the system PriorityClasses that do not

@@ -1,0 +1,186 @@
+// Package nodejoin admits nodes to the cluster with their names protected,
+// k3s's node password idea on the kubelet's TLS bootstrap: the first time
+// a node joins, its name is bound to a password only that host keeps;
+// every later join must present it. Each join gets a bootstrap token of
+// its own that names the node (NodeAnnotation), and kubeletclient
+// approves the kubelet's client certificate request made with it for that
+// node's name alone, so no other host can take over an existing node's
+// name, and no token can be turned into another node's credentials.
+package nodejoin
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	rbacapply "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/client-go/kubernetes"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	bootstraptokenv1 "k8s.io/kubernetes/cmd/kubeadm/app/apis/bootstraptoken/v1"
+	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
+)
+
+const (
+	// Group is the group of the bootstrap tokens Admit issues: it may ask
+	// for a node client certificate, which only kubeletclient approves
+	// (kubeadm's group, which kube-controller-manager approves for any
+	// node name, is not used).
+	Group = "system:bootstrappers:kubeboot:nodes"
+	// NodeAnnotation, on a bootstrap token's Secret, names the node the
+	// token is for.
+	NodeAnnotation = "nodejoin.kubeboot.io/node"
+	// PasswordSecretType is the type of the Secrets in kube-system that
+	// bind node names to their passwords' hashes.
+	PasswordSecretType corev1.SecretType = "kubeboot.io/node-password"
+	// passwordSecretSuffix ends a password Secret's name, k3s's
+	// <node>.node-password.k3s.
+	passwordSecretSuffix = ".node-password.kubeboot"
+	// passwordHashKey holds the hex SHA-256 of the password: a random
+	// secret of 256 bits needs no salt or stretching.
+	passwordHashKey = "hash"
+	// tokenTTL is a bootstrap token's lifetime: it serves one TLS
+	// bootstrap, and kube-controller-manager's token cleaner deletes it
+	// once expired.
+	tokenTTL = time.Hour
+	// MinPasswordLength is the shortest node password Admit takes
+	// (NewPassword's are 64 hex digits).
+	MinPasswordLength = 32
+	// fieldManager applies the RBAC.
+	fieldManager = "kubeboot-nodejoin"
+)
+
+// ErrRefused is a join Admit refuses: a name it cannot bind, or one bound
+// to another password (ErrNameTaken).
+var ErrRefused = errors.New("node join refused")
+
+// ErrNameTaken is a join under a node name bound to another password.
+var ErrNameTaken = fmt.Errorf("%w: the node name is taken", ErrRefused)
+
+// NewPassword returns a new random node password.
+func NewPassword() (string, error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(secret), nil
+}
+
+// PasswordSecretName is the Secret in kube-system that binds nodeName to
+// its password.
+func PasswordSecretName(nodeName string) string { return nodeName + passwordSecretSuffix }
+
+// Admit binds nodeName to password on the node's first join, or checks
+// the password against the binding, and returns a new bootstrap token
+// (id.secret) for that node. It refuses, with ErrNameTaken, a name bound
+// to another password, or that a Node has without a binding.
+func Admit(ctx context.Context, client kubernetes.Interface, nodeName, password string) (string, error) {
+	if errs := validation.IsDNS1123Subdomain(PasswordSecretName(nodeName)); len(errs) > 0 {
+		return "", fmt.Errorf("%w: node name %q: %s", ErrRefused, nodeName, strings.Join(errs, "; "))
+	}
+	if len(password) < MinPasswordLength {
+		return "", fmt.Errorf("%w: the node password is shorter than %d characters", ErrRefused, MinPasswordLength)
+	}
+	if err := ensureRBAC(ctx, client); err != nil {
+		return "", fmt.Errorf("RBAC for the TLS bootstrap: %w", err)
+	}
+	if err := bind(ctx, client, nodeName, password); err != nil {
+		return "", err
+	}
+	return issueToken(ctx, client, nodeName)
+}
+
+// bind checks password against nodeName's binding, creating the binding
+// on the node's first join.
+func bind(ctx context.Context, client kubernetes.Interface, nodeName, password string) error {
+	sum := sha256.Sum256([]byte(password))
+	hash := hex.EncodeToString(sum[:])
+	secrets := client.CoreV1().Secrets(metav1.NamespaceSystem)
+	secret, err := secrets.Get(ctx, PasswordSecretName(nodeName), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if _, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("%w: node %s exists and joined without a node password; delete the Node to join under its name", ErrNameTaken, nodeName)
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+		_, err = secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: PasswordSecretName(nodeName), Namespace: metav1.NamespaceSystem},
+			Type:       PasswordSecretType,
+			Data:       map[string][]byte{passwordHashKey: []byte(hash)},
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%w: node %s is joining from another host right now", ErrNameTaken, nodeName)
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare(secret.Data[passwordHashKey], []byte(hash)) != 1 {
+		return fmt.Errorf("%w: node %s joined from another host (its node password differs); delete the Node, or choose another name with --node-name", ErrNameTaken, nodeName)
+	}
+	return nil
+}
+
+// issueToken creates a bootstrap token for nodeName.
+func issueToken(ctx context.Context, client kubernetes.Interface, nodeName string) (string, error) {
+	token, err := bootstraputil.GenerateBootstrapToken()
+	if err != nil {
+		return "", err
+	}
+	ts, err := bootstraptokenv1.NewBootstrapTokenString(token)
+	if err != nil {
+		return "", err
+	}
+	bt := bootstraptokenv1.BootstrapToken{
+		Token:       ts,
+		Description: "The kubelet of node " + nodeName + " bootstraps its client certificate with it.",
+		TTL:         &metav1.Duration{Duration: tokenTTL},
+		Usages:      []string{"authentication"},
+		Groups:      []string{Group},
+	}
+	secret := bootstraptokenv1.BootstrapTokenToSecret(&bt)
+	secret.Annotations = map[string]string{NodeAnnotation: nodeName}
+	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("bootstrap token: %w", err)
+	}
+	return token, nil
+}
+
+// ensureRBAC lets Group's tokens ask for node client certificates and
+// read Nodes (the kubelet looks its Node up before it registers), and
+// lets nodes renew their own certificates, and lets the apiserver use the
+// kubelets' API (logs, exec): kubeadm's TLS bootstrap RBAC, without the
+// binding that has any request of a bootstrap token approved.
+func ensureRBAC(ctx context.Context, client kubernetes.Interface) error {
+	const getNodes = "kubeboot:get-nodes"
+	role := rbacapply.ClusterRole(getNodes).WithRules(
+		rbacapply.PolicyRule().WithAPIGroups("").WithResources("nodes").WithVerbs("get"))
+	if _, err := client.RbacV1().ClusterRoles().Apply(ctx, role, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		return err
+	}
+	for _, b := range []struct{ name, role, kind, subject string }{
+		{"kubeboot:kubelet-bootstrap", "system:node-bootstrapper", rbacv1.GroupKind, Group},
+		{getNodes, getNodes, rbacv1.GroupKind, Group},
+		{"kubeboot:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, "system:nodes"},
+		{"kubeboot:apiserver-kubelet-api-admin", "system:kubelet-api-admin", rbacv1.UserKind, kubeadmconstants.APIServerKubeletClientCertCommonName},
+	} {
+		binding := rbacapply.ClusterRoleBinding(b.name).
+			WithRoleRef(rbacapply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(b.role)).
+			WithSubjects(rbacapply.Subject().WithAPIGroup(rbacv1.GroupName).WithKind(b.kind).WithName(b.subject))
+		if _, err := client.RbacV1().ClusterRoleBindings().Apply(ctx, binding, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

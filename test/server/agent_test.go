@@ -1,0 +1,180 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+// agentName is the node the agent of TestAgent registers.
+const agentName = "agent-0"
+
+// TestAgent joins `kubeboot agent` to a `kubeboot server` in a private
+// network and mount namespace: the kubelet on upstream's fake CRI runtime
+// (TestServerNodeContainerd runs real containers), kube-proxy in the
+// agent's process. It checks the node joins with the server's token
+// through the CSR flow, with its labels and taints; that its name is
+// bound to its host (another data dir cannot take it); that a wrong token
+// or a missing server is refused and writes nothing; and that a restart
+// keeps the node without a new certificate.
+func TestAgent(t *testing.T) {
+	addr, ok := inProxyNetNS(t)
+	if !ok {
+		return
+	}
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "server"),
+		"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16")
+	client := srv.MustClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tokenData, err := os.ReadFile(filepath.Join(srv.DataDir, "token"))
+	if err != nil {
+		t.Fatalf("the server's token: %v", err)
+	}
+	token := strings.TrimSpace(string(tokenData))
+	server := "https://" + addr + ":6443"
+	cri := harness.StartFakeCRI(t)
+	kubelet := nodeArgs(t, cri)
+	agentArgs := func(name, token string) []string {
+		return append([]string{"--server", server, "--token", token, "--node-name", name, "--node-ip", addr,
+			"--node-label", "tier=edge", "--node-taint", "dedicated=edge:NoSchedule"}, kubelet...)
+	}
+	agentDir := filepath.Join(t.TempDir(), "agent")
+
+	t.Run("refused joins write nothing", func(t *testing.T) {
+		wrong := token[:len(token)-4] + "ffff"
+		otherCA := "K10" + strings.Repeat("ab", 32) + token[strings.Index(token, "::"):]
+		for _, tc := range []struct {
+			name string
+			args []string
+			want string
+		}{
+			{"a wrong password", agentArgs(agentName, wrong), "the token is not this cluster's"},
+			{"another cluster's CA", agentArgs(agentName, otherCA), "is not the token's"},
+			{"no server there", append([]string{"--server", "https://" + addr + ":1", "--token", token}, kubelet...), "connection refused"},
+			{"no token", append([]string{"--server", server}, kubelet...), "--token is required"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "agent")
+				a := harness.StartAgent(t, bin, dir, tc.args...)
+				select {
+				case <-a.Exited():
+				case <-time.After(time.Minute):
+					t.Fatal("the agent did not exit")
+				}
+				if a.ExitErr() == nil || !strings.Contains(a.Logs(), tc.want) {
+					t.Errorf("exit %v, output %q; want a failure saying %q", a.ExitErr(), a.Logs(), tc.want)
+				}
+				if _, err := os.Stat(dir); !os.IsNotExist(err) {
+					t.Errorf("the refused agent left its data dir: %v", err)
+				}
+			})
+		}
+	})
+
+	agent := harness.StartAgent(t, bin, agentDir, agentArgs(agentName, token)...)
+	t.Run("the agent's node joins through the CSR flow", func(t *testing.T) {
+		node := waitNode(ctx, t, client, agentName)
+		if node.Labels["tier"] != "edge" {
+			t.Errorf("node labels %v, want tier=edge", node.Labels)
+		}
+		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == "dedicated" && t.Value == "edge" && t.Effect == corev1.TaintEffectNoSchedule
+		}) {
+			t.Errorf("node taints %v, want dedicated=edge:NoSchedule", node.Spec.Taints)
+		}
+		// Its client certificate, asked for with the bootstrap token, and
+		// then its serving certificate.
+		var bootstrapped, serving bool
+		var csrs *certificatesv1.CertificateSigningRequestList
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			var err error
+			if csrs, err = client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); err != nil {
+				return false, err
+			}
+			for _, csr := range csrs.Items {
+				issued := approved(csr) && len(csr.Status.Certificate) > 0
+				switch {
+				case csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && strings.HasPrefix(csr.Spec.Username, "system:bootstrap:"):
+					bootstrapped = bootstrapped || issued && slices.ContainsFunc(csr.Status.Conditions, func(c certificatesv1.CertificateSigningRequestCondition) bool {
+						return strings.Contains(c.Message, "node "+agentName)
+					})
+				case csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && csr.Spec.Username == "system:node:"+agentName:
+					serving = serving || issued
+				}
+			}
+			return bootstrapped && serving, nil
+		})
+		if err != nil {
+			t.Errorf("kubelet client CSR of a bootstrap token issued for node %s: %v, serving CSR issued: %v, among %d CSRs", agentName, bootstrapped, serving, len(csrs.Items))
+		}
+		// The node's name is bound to its password, and the binding goes
+		// with the Node.
+		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			s, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, nodejoin.PasswordSecretName(agentName), metav1.GetOptions{})
+			return err == nil && len(s.OwnerReferences) == 1 && s.OwnerReferences[0].UID == node.UID, nil
+		})
+		if err != nil {
+			t.Errorf("node %s's password binding is not owned by its Node: %v", agentName, err)
+		}
+	})
+
+	t.Run("another host cannot take the node's name", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "impostor")
+		a := harness.StartAgent(t, bin, dir, agentArgs(agentName, token)...)
+		select {
+		case <-a.Exited():
+		case <-time.After(time.Minute):
+			t.Fatal("the impostor agent did not exit")
+		}
+		if a.ExitErr() == nil || !strings.Contains(a.Logs(), "the node name is taken") {
+			t.Errorf("exit %v, output %q; want the name refused", a.ExitErr(), a.Logs())
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the refused agent left its data dir: %v", err)
+		}
+	})
+
+	t.Run("a restart keeps the node", func(t *testing.T) {
+		csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := agent.Terminate(30 * time.Second); err != nil {
+			t.Fatalf("stopping the agent: %v", err)
+		}
+		restarted := metav1.NowMicro()
+		// No token: the node's data dir holds what it needs.
+		harness.StartAgent(t, bin, agentDir, append([]string{"--server", server, "--node-name", agentName, "--node-ip", addr}, kubelet...)...)
+		err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, agentName, metav1.GetOptions{})
+			return err == nil && lease.Spec.RenewTime != nil && restarted.Before(lease.Spec.RenewTime), nil
+		})
+		if err != nil {
+			t.Fatalf("the node's lease not renewed after the restart: %v", err)
+		}
+		after, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after.Items) != len(csrs.Items) {
+			t.Errorf("%d CSRs after the restart, %d before: the kubelet should keep its certificate", len(after.Items), len(csrs.Items))
+		}
+	})
+}
