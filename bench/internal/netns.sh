@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # netns.sh PACKAGE "OCTETS" [ARGS...] builds kubeboot and the benchmark
 # package bench/PACKAGE, then runs its benchmarks inside a private network
-# namespace whose lo holds 198.51.100.<octet> for each of OCTETS: nothing
+# namespace (and a mount namespace: what a kubelet mounts goes with it)
+# whose lo holds 198.51.100.<octet> for each of OCTETS: nothing
 # leaves the machine. Needs root (unshare --net). ARGS go to the benchmark
 # binary, e.g. -test.benchtime 5x.
 set -euo pipefail
@@ -12,7 +13,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/kubeboot" ./cmd/kubeboot
 go test -c -o "$tmp/bench.test" "./bench/$pkg"
-KUBEBOOT_BIN="$tmp/kubeboot" unshare --net -- sh -c '
+KUBEBOOT_BIN="$tmp/kubeboot" unshare --net --mount -- sh -c '
 	set -e
 	ip link set lo up
 	for i in '"$octets"'; do ip addr add 198.51.100.$i/32 dev lo; done

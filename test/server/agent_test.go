@@ -50,7 +50,7 @@ func TestAgent(t *testing.T) {
 	token := strings.TrimSpace(string(tokenData))
 	server := "https://" + addr + ":6443"
 	cri := harness.StartFakeCRI(t)
-	kubelet := nodeArgs(t, cri)
+	kubelet := harness.NodeArgs(t, cri)
 	agentArgs := func(name, token string) []string {
 		return append([]string{"--server", server, "--token", token, "--node-name", name, "--node-ip", addr,
 			"--node-label", "tier=edge", "--node-taint", "dedicated=edge:NoSchedule"}, kubelet...)
