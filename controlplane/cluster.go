@@ -281,7 +281,8 @@ func (a agents) Admit(ctx context.Context, nodeName, password string) (clusterjo
 	if err != nil {
 		return clusterjoin.AgentCredentials{}, err
 	}
-	return clusterjoin.AgentCredentials{BootstrapToken: token, ProxyCert: proxy.CertPEM, ProxyKey: proxy.KeyPEM}, nil
+	return clusterjoin.AgentCredentials{BootstrapToken: token, ProxyCert: proxy.CertPEM, ProxyKey: proxy.KeyPEM,
+		ClusterDNS: a.s.cfg.clusterDNS.String(), ClusterDomain: a.s.cfg.ClusterDomain}, nil
 }
 
 // startedMembers is the membership of the member once it has started.

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -56,6 +57,10 @@ type Settings struct {
 	ServiceAccountSigningKeyFile string
 	// ServiceClusterIPRange is Config.ServiceClusterIPRange, resolved.
 	ServiceClusterIPRange string
+	// ClusterDomain and ClusterDNS are Config's, resolved: the cluster
+	// DNS's zone and address, which the kubelets are given.
+	ClusterDomain string
+	ClusterDNS    netip.Addr
 
 	kubeconfigs *[]componentKubeconfig
 }
@@ -139,6 +144,8 @@ func (cc *completedConfig) componentSettings() Settings {
 		CAKeyFile:                    filepath.Join(pkiDir, pki.CAName+".key"),
 		ServiceAccountSigningKeyFile: cc.ServiceAccountSigningKeyFile,
 		ServiceClusterIPRange:        cc.ServiceClusterIPRange,
+		ClusterDomain:                cc.ClusterDomain,
+		ClusterDNS:                   cc.clusterDNS,
 		kubeconfigs:                  &cc.componentKubeconfigs,
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
@@ -165,8 +167,14 @@ type Config struct {
 
 	// ClusterDomain is the DNS domain of Services: the serving
 	// certificate names kubernetes.default.svc.<ClusterDomain>, and the
-	// service account issuer defaults to its URL. Default: cluster.local.
+	// service account issuer defaults to its URL; it is the kubelets'
+	// clusterDomain and cluster DNS's zone (--cluster-domain). Default:
+	// cluster.local.
 	ClusterDomain string
+	// ClusterDNS is the cluster DNS's address: the kube-dns Service's
+	// ClusterIP and the kubelets' clusterDNS (--cluster-dns). Default: the
+	// tenth address of the primary Service range (kubeadm's; 10.96.0.10).
+	ClusterDNS string
 
 	// Authentication is kube-apiserver's authentication group: client
 	// certificates (--client-ca-file: CAs accepted besides the generated
@@ -245,6 +253,8 @@ type completedConfig struct {
 	apiserver apiserver.Config
 	// components are Config.Components, completed.
 	components []completedComponent
+	// clusterDNS is ClusterDNS, resolved.
+	clusterDNS netip.Addr
 	// componentKubeconfigs are written with the certificates, for the
 	// components that serve a port of their own.
 	componentKubeconfigs []componentKubeconfig
@@ -428,8 +438,13 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if cc.CertificateCheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("the certificate check interval %s must be positive", cc.CertificateCheckInterval))
 	}
-	if cc.ClusterDomain == "" {
-		errs = append(errs, errors.New("the cluster domain must not be empty"))
+	if msgs := validation.IsDNS1123Subdomain(cc.ClusterDomain); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--cluster-domain %q: %s", cc.ClusterDomain, strings.Join(msgs, "; ")))
+	}
+	if serviceCIDRs.Primary.IsValid() {
+		if cc.clusterDNS, err = network.ClusterDNS(cc.ClusterDNS, serviceCIDRs.Primary); err != nil {
+			errs = append(errs, fmt.Errorf("--cluster-dns: %w", err))
+		}
 	}
 	errs = append(errs, cc.completeAuthentication()...)
 	errs = append(errs, cc.Authorization.Validate()...)

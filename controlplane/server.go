@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -273,6 +274,10 @@ func (s *Server) Reset(ctx context.Context) error {
 	klog.FromContext(ctx).V(2).Info("Reset the stored objects to the checkpoint", "deleted", deleted, "written", written)
 	return nil
 }
+
+// AdvertiseAddress is the address the server's peers and nodes reach it
+// at (--advertise-address, resolved).
+func (s *Server) AdvertiseAddress() netip.Addr { return s.cfg.apiserver.AdvertiseAddress }
 
 // DataDir returns Config.DataDir, defaulted.
 func (s *Server) DataDir() string { return s.cfg.DataDir }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -134,14 +135,14 @@ func (o *Options) Validate() error {
 func Run(ctx context.Context, o *Options, joined func() error) error {
 	dir := o.DataDir
 	if hostnode.Joined(dir, time.Now()) {
-		ca, err := hostnode.ClusterCA(dir)
+		cluster, err := hostnode.JoinedCluster(dir)
 		if err != nil {
 			return fmt.Errorf("--data-dir %s: %w", dir, err)
 		}
 		if err := joined(); err != nil {
 			return err
 		}
-		return o.Node.Run(ctx, dir, hostnode.Cluster{CA: ca})
+		return o.Node.Run(ctx, dir, cluster)
 	}
 	joinCtx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
@@ -159,6 +160,10 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 	if err != nil {
 		return err
 	}
+	dns, err := netip.ParseAddr(creds.ClusterDNS)
+	if err != nil {
+		return fmt.Errorf("--server %s: the cluster DNS address %q: %w", o.Server, creds.ClusterDNS, err)
+	}
 	if !stored {
 		if err := hostnode.StorePassword(dir, password); err != nil {
 			return fmt.Errorf("--data-dir %s: %w", dir, err)
@@ -170,6 +175,8 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 	return o.Node.Run(ctx, dir, hostnode.Cluster{
 		URL:            o.Server,
 		CA:             client.CA,
+		DNS:            dns,
+		DNSDomain:      creds.ClusterDomain,
 		BootstrapToken: func(context.Context) (string, error) { return creds.BootstrapToken, nil },
 		WriteProxyKubeconfig: func(path string) error {
 			certs, err := pki.ParseCertificates("kube-proxy's certificate", creds.ProxyCert)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"io"
+	"log"
 	"os"
 	"path/filepath"
 	"sync"
@@ -67,6 +68,22 @@ func (f *logFile) open(dataDir string) (path string, err error) {
 	return path, nil
 }
 
+// stdLog is where lines logged through Go's standard log package go
+// (CoreDNS logs through it, each line prefixed [INFO], [WARNING] or
+// [ERROR]): with klog's lines, errors on the terminal too. Not through
+// klog itself: CoreDNS's kubernetes plugin points klog at CoreDNS's log
+// while it starts, which would loop.
+type stdLog struct {
+	file, terminal io.Writer
+}
+
+func (l stdLog) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("[ERROR] ")) || bytes.Contains(p, []byte("[FATAL] ")) {
+		_, _ = l.terminal.Write(p)
+	}
+	return l.file.Write(p)
+}
+
 // routeLogs sends klog's lines to a logFile, errors also to the
 // terminal, unless the command's flags keep them all on the terminal
 // (--log-to-stderr, -v above 0) or standard error is systemd's journal
@@ -86,5 +103,6 @@ func routeLogs(cmd *cobra.Command) *logFile {
 		_ = settings.Set(name, value)
 	}
 	klog.SetOutput(f)
+	log.SetOutput(stdLog{file: f, terminal: cmd.ErrOrStderr()})
 	return f
 }

@@ -209,6 +209,13 @@ func TestBadServerFlags(t *testing.T) {
 		{"invalid kube-proxy mode", []string{"--node", "--proxy-arg=--proxy-mode=bogus"}, "--proxy-arg"},
 		{"node without bootstrap tokens", []string{"--node", "--enable-bootstrap-token-auth=false"}, "--enable-bootstrap-token-auth"},
 		{"node without CSR signing", []string{"--node", "--controllers=*,-certificatesigningrequest-signing-controller"}, "--controllers"},
+		// Cluster DNS.
+		{"cluster DNS outside the Service range", []string{"--cluster-dns=192.0.2.10"}, "--cluster-dns"},
+		{"cluster DNS not an IP", []string{"--cluster-dns=ten"}, "--cluster-dns"},
+		{"cluster domain not a domain", []string{"--cluster-domain=Cluster_Local"}, "--cluster-domain"},
+		{"cluster DNS port out of range", []string{"--cluster-dns-port=70000"}, "--cluster-dns-port"},
+		{"cluster DNS upstream not an address", []string{"--cluster-dns-upstream=dns.example"}, "--cluster-dns-upstream"},
+		{"unknown piece to disable", []string{"--disable=traefik"}, "--disable"},
 		// kube-controller-manager: leader migration hands controllers to a
 		// cloud-controller-manager, which kubeboot does not run.
 		{"controller manager leader migration", []string{"--controller-manager-arg=--enable-leader-migration"}, "--enable-leader-migration"},

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -126,6 +128,11 @@ func startCommand(bin, command, hostname, dataDir string, args ...string) (*APIS
 	s := &APIServer{DataDir: dataDir, exited: make(chan struct{})}
 	// Every log line in the process's output, which a failed test prints.
 	argv := append([]string{bin, command, "--data-dir", dataDir, "--log-to-stderr"}, args...)
+	// Servers of tests and benchmarks share the machine's addresses: each
+	// serves cluster DNS on a port of its own, unless told one.
+	if command == "server" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--cluster-dns-port") }) {
+		argv = append(argv, "--cluster-dns-port=0")
+	}
 	if hostname != "" {
 		// unshare and sh exec in turn: the process is the server's.
 		argv = append([]string{"unshare", "--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, hostname}, argv...)

@@ -124,6 +124,11 @@ func TestAgent(t *testing.T) {
 		if err != nil {
 			t.Errorf("kubelet client CSR of a bootstrap token issued for node %s: %v, serving CSR issued: %v, among %d CSRs", agentName, bootstrapped, serving, len(csrs.Items))
 		}
+		// Its Pods resolve names through the cluster DNS.
+		cfg, err := os.ReadFile(filepath.Join(agentDir, "kubelet-config.yaml"))
+		if err != nil || !strings.Contains(string(cfg), "clusterDNS:\n- 10.96.0.10\n") || !strings.Contains(string(cfg), "clusterDomain: cluster.local") {
+			t.Errorf("the kubelet's configuration does not name the cluster DNS 10.96.0.10 in cluster.local: %v\n%s", err, cfg)
+		}
 		// The node's name is bound to its password, and the binding goes
 		// with the Node.
 		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {

@@ -3,6 +3,8 @@ package options
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 	cmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
@@ -11,6 +13,7 @@ import (
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/components/clusterdns"
 	"github.com/kubeboot/kubeboot/internal/components/hostnode"
 	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
 	"github.com/kubeboot/kubeboot/internal/components/kubeletclient"
@@ -49,6 +52,11 @@ type Server struct {
 	SimulatedNodes    *simulatednodes.Options
 	// Node is --node: this host as a node too (hostnode).
 	Node *hostnode.Options
+	// ClusterDNS is the cluster DNS's flags (clusterdns).
+	ClusterDNS *clusterdns.Options
+	// Disable is --disable: the pieces a server runs by default that it
+	// leaves out (k3s's flag; disableable).
+	Disable []string
 	// ControllerManagerArgs and SchedulerArgs are --controller-manager-arg
 	// and --scheduler-arg: any other flag of the component, parsed by the
 	// component's own flag set.
@@ -61,6 +69,10 @@ type Server struct {
 // `kubeboot server` applies to kube-scheduler as well.
 var sharedLeaderElectionFlags = []string{"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period"}
 
+// disableable are the pieces --disable leaves out: coredns, the cluster
+// DNS (clusterdns).
+var disableable = []string{"coredns"}
+
 // NewServer returns the flag defaults.
 func NewServer() (*Server, error) {
 	cm, err := kubecontrollermanager.NewOptions()
@@ -68,7 +80,7 @@ func NewServer() (*Server, error) {
 		return nil, err
 	}
 	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: kubescheduler.NewOptions(),
-		SimulatedNodes: simulatednodes.NewOptions(), Node: hostnode.NewOptions()}
+		SimulatedNodes: simulatednodes.NewOptions(), Node: hostnode.NewOptions(), ClusterDNS: clusterdns.NewOptions()}
 	// Nodes join a server's cluster as kubeadm's do, with bootstrap
 	// tokens (`kubeboot agent`, --node), so a server authenticates them.
 	o.ControlPlane.Authentication.BootstrapToken.Enable = true
@@ -98,6 +110,13 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 		"kube-scheduler's --config: the path to its configuration file (KubeSchedulerConfiguration).")
 	o.SimulatedNodes.AddFlags(fs)
 	o.Node.AddFlags(fs)
+	fs.StringVar(&o.ControlPlane.ClusterDomain, "cluster-domain", o.ControlPlane.ClusterDomain,
+		"The cluster's DNS domain: Services are <name>.<namespace>.svc.<domain> (the kubelets' clusterDomain).")
+	fs.StringVar(&o.ControlPlane.ClusterDNS, "cluster-dns", o.ControlPlane.ClusterDNS,
+		"The cluster DNS's address, the kube-dns Service's ClusterIP, which the kubelets give Pods (default: the Service range's tenth address, 10.96.0.10).")
+	o.ClusterDNS.AddFlags(fs)
+	fs.StringSliceVar(&o.Disable, "disable", o.Disable,
+		"Pieces the server leaves out (repeatable, or comma-separated): "+strings.Join(disableable, ", ")+".")
 	fs.StringArrayVar(&o.ControllerManagerArgs, "controller-manager-arg", nil,
 		"Another kube-controller-manager flag, as --name=value (repeatable), e.g. --controller-manager-arg=--node-monitor-period=2s.")
 	fs.StringArrayVar(&o.SchedulerArgs, "scheduler-arg", nil,
@@ -108,7 +127,12 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 // pass-through flags; each problem names its flag. The components' own
 // checks run when the configuration is completed.
 func (o *Server) Validate() error {
-	errs := []error{o.APIServer.Validate()}
+	errs := []error{o.APIServer.Validate(), o.ClusterDNS.Validate()}
+	for _, d := range o.Disable {
+		if !slices.Contains(disableable, d) {
+			errs = append(errs, fmt.Errorf("--disable %q: not a piece of the server (%s)", d, strings.Join(disableable, ", ")))
+		}
+	}
 	for _, c := range []struct {
 		flag string
 		args []string
@@ -177,6 +201,9 @@ func (o *Server) Config() controlplane.Config {
 	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager), kubescheduler.New(o.Scheduler), kubeletserving.New())
 	if o.ControlPlane.Authentication.BootstrapToken.Enable {
 		c.Components = append(c.Components, kubeletclient.New())
+	}
+	if !slices.Contains(o.Disable, "coredns") {
+		c.Components = append(c.Components, clusterdns.New(o.ClusterDNS))
 	}
 	if o.SimulatedNodes.Count > 0 {
 		// The nodes take their pod CIDRs from kube-controller-manager when

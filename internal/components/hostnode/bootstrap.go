@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"gopkg.in/yaml.v3"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
 
 	"github.com/kubeboot/kubeboot/controlplane"
@@ -43,9 +46,28 @@ func Joined(dir string, now time.Time) bool {
 	return err == nil && now.Before(certs[0].NotAfter)
 }
 
-// ClusterCA is the cluster CA's PEM, as the node in dir keeps it.
-func ClusterCA(dir string) ([]byte, error) {
-	return os.ReadFile(filepath.Join(dir, clientCAName))
+// JoinedCluster is the cluster as the node in dir, which has joined
+// (Joined), keeps it: the CA and the cluster DNS its kubelet was given.
+func JoinedCluster(dir string) (Cluster, error) {
+	ca, err := os.ReadFile(filepath.Join(dir, clientCAName))
+	if err != nil {
+		return Cluster{}, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, kubeletConfigName))
+	if err != nil {
+		return Cluster{}, err
+	}
+	var cfg kubeletconfigv1beta1.KubeletConfiguration
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return Cluster{}, fmt.Errorf("%s: %w", kubeletConfigName, err)
+	}
+	c := Cluster{CA: ca, DNSDomain: cfg.ClusterDomain}
+	if len(cfg.ClusterDNS) > 0 {
+		if c.DNS, err = netip.ParseAddr(cfg.ClusterDNS[0]); err != nil {
+			return Cluster{}, fmt.Errorf("%s: clusterDNS: %w", kubeletConfigName, err)
+		}
+	}
+	return c, nil
 }
 
 // Password returns the node password kept in dir, or a new one if there

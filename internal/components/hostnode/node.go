@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,10 @@ type Cluster struct {
 	// URL is the apiserver's, CA the cluster CA's PEM.
 	URL string
 	CA  []byte
+	// DNS and DNSDomain are the cluster DNS's address and domain, the
+	// kubelet's clusterDNS and clusterDomain.
+	DNS       netip.Addr
+	DNSDomain string
 	// BootstrapToken returns the kubelet's bootstrap token for its first
 	// client certificate; it is called only while the node has not
 	// joined (Joined).
@@ -83,7 +88,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		}
 	}
 	kubeletConfig := filepath.Join(dir, kubeletConfigName)
-	if err := writeKubeletConfig(dir, kubeletConfig, c.CA, o.Taints); err != nil {
+	if err := writeKubeletConfig(dir, kubeletConfig, c, o.Taints); err != nil {
 		return fmt.Errorf("the kubelet's configuration: %w", err)
 	}
 
@@ -129,12 +134,14 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 // run runs the server's host as a node: its password and bootstrap token
 // come from the server in the process, kube-proxy's certificate from the
 // server's CA, and its Node is tied to the server's etcd member.
-func (o *Options) run(ctx context.Context, s *controlplane.Server) error {
+func (o *Options) run(ctx context.Context, s *controlplane.Server, settings controlplane.Settings) error {
 	dir := filepath.Join(s.DataDir(), nodeDirName)
 	admin := s.AdminConfig()
 	return o.Run(ctx, dir, Cluster{
-		URL: s.URL(),
-		CA:  admin.CAData,
+		URL:       s.URL(),
+		CA:        admin.CAData,
+		DNS:       settings.ClusterDNS,
+		DNSDomain: settings.ClusterDomain,
 		BootstrapToken: func(ctx context.Context) (string, error) {
 			password, stored, err := Password(dir)
 			if err != nil {
@@ -167,9 +174,9 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server) error {
 // (signed by the cluster CA, written to dir) or by the apiserver's
 // TokenReview, never anonymous, and authorized by SubjectAccessReview;
 // its client certificate is renewed through the CSR flow.
-func writeKubeletConfig(dir, path string, caPEM []byte, taints []corev1.Taint) error {
+func writeKubeletConfig(dir, path string, c Cluster, taints []corev1.Taint) error {
 	caFile := filepath.Join(dir, clientCAName)
-	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
+	if err := os.WriteFile(caFile, c.CA, 0o600); err != nil {
 		return err
 	}
 	cfg := kubeletconfigv1beta1.KubeletConfiguration{
@@ -186,6 +193,11 @@ func writeKubeletConfig(dir, path string, caPEM []byte, taints []corev1.Taint) e
 		// the API server can verify whom it reaches.
 		ServerTLSBootstrap: true,
 		RegisterWithTaints: taints,
+		// Pods resolve names through the cluster DNS (clusterdns).
+		ClusterDomain: c.DNSDomain,
+	}
+	if c.DNS.IsValid() {
+		cfg.ClusterDNS = []string{c.DNS.String()}
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {

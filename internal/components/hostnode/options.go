@@ -141,7 +141,10 @@ func (o *Options) Validate() error {
 
 // Component is this host's node (its kubelet and kube-proxy) as a
 // component of the server.
-type Component struct{ opts *Options }
+type Component struct {
+	opts     *Options
+	settings controlplane.Settings
+}
 
 // New returns the node o describes (Validate first) as a component: it
 // reaches the server as any client does, with certificates the cluster
@@ -152,10 +155,14 @@ func New(o *Options) *Component { return &Component{opts: o} }
 func (c *Component) Name() string { return "node" }
 
 // Complete implements controlplane.Component: the options were
-// validated with the command's flags, the host too.
-func (c *Component) Complete(controlplane.Settings) (controlplane.Needs, error) {
+// validated with the command's flags, the host too; the kubelet is given
+// the cluster DNS of s.
+func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error) {
+	c.settings = s
 	return controlplane.Needs{}, nil
 }
 
 // Run implements controlplane.Component.
-func (c *Component) Run(ctx context.Context, s *controlplane.Server) error { return c.opts.run(ctx, s) }
+func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
+	return c.opts.run(ctx, s, c.settings)
+}

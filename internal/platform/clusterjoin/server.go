@@ -60,6 +60,10 @@ type AgentCredentials struct {
 	// (PEM), which the cluster CA signed for system:kube-proxy.
 	ProxyCert []byte `json:"proxyCert"`
 	ProxyKey  []byte `json:"proxyKey"`
+	// ClusterDNS and ClusterDomain are the cluster DNS's address and
+	// domain, for the kubelet's clusterDNS and clusterDomain.
+	ClusterDNS    string `json:"clusterDNS"`
+	ClusterDomain string `json:"clusterDomain"`
 }
 
 // ErrNotYet is a change of the membership the cluster cannot make yet,

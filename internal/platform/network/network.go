@@ -131,3 +131,27 @@ func (r PortRange) Contains(port int) bool { return port >= r.Base && port < r.B
 func (r PortRange) String() string {
 	return fmt.Sprintf("%d-%d", r.Base, r.Base+r.Size-1)
 }
+
+// ClusterDNS is the cluster DNS's address: addr if set, which must be in
+// the Service range primary, else the range's tenth address (kubeadm's:
+// 10.96.0.10 in 10.96.0.0/12).
+func ClusterDNS(addr string, primary netip.Prefix) (netip.Addr, error) {
+	if addr != "" {
+		a, err := netip.ParseAddr(addr)
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("%q is not an IP address", addr)
+		}
+		if !primary.Contains(a) {
+			return netip.Addr{}, fmt.Errorf("%s is not in the Service range %s", a, primary)
+		}
+		return a, nil
+	}
+	a := primary.Masked().Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	if !primary.Contains(a) {
+		return netip.Addr{}, fmt.Errorf("the Service range %s has no tenth address for it", primary)
+	}
+	return a, nil
+}

@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Runs BenchmarkClusterDNS in a private network namespace with
+# 198.51.100.1 (bench/internal/netns.sh). Extra arguments go to the
+# benchmark binary, e.g. -test.benchtime=5x.
+exec "$(dirname "$0")/../internal/netns.sh" dns "1" -test.benchtime 3x "$@"

@@ -1,0 +1,379 @@
+// Package clusterdns is the cluster's DNS, as kube-dns and CoreDNS answer
+// it, served by CoreDNS itself in the server's process: its kubernetes
+// plugin (Services, headless Services, SRV records of named ports, Pod A
+// records), forward (other names, to the host's resolvers) and cache. The
+// kube-dns Service in kube-system, at the cluster DNS address every
+// kubelet is given, has no selector: each server publishes where it
+// serves DNS in an EndpointSlice of its own, and drops those of servers
+// no longer among the kubernetes Service's endpoints. Nodes reach it
+// through kube-proxy, as they reach CoreDNS's Pods elsewhere; no image is
+// pulled.
+package clusterdns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
+
+	// The plugins the Corefile uses (directives).
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/forward"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/loadbalance"
+	"github.com/spf13/pflag"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+)
+
+const (
+	// User is the user the cluster DNS reads Services, EndpointSlices,
+	// Pods and Namespaces as, and publishes its endpoints as.
+	User = "system:kubeboot:coredns"
+	// ServiceName is the Service in kube-system at the cluster DNS
+	// address, kube-dns as kubeadm and k3s name it.
+	ServiceName = "kube-dns"
+	// managedBy marks the EndpointSlices the servers publish.
+	managedBy = "clusterdns.kubeboot.io"
+	// DefaultPort is where a server serves DNS on its advertise address
+	// by default: not 53, which needs root and where the host's own
+	// resolver may listen; the Service's port is 53.
+	DefaultPort = 10053
+	// syncInterval is how often a server checks its EndpointSlice and
+	// drops those of servers gone.
+	syncInterval = 10 * time.Second
+	// kubeconfigName is CoreDNS's kubeconfig in the data dir.
+	kubeconfigName = "coredns.kubeconfig"
+)
+
+// directives are CoreDNS's plugins this Corefile uses, in CoreDNS's
+// order (plugin.cfg).
+var directives = []string{"bind", "errors", "loadbalance", "cache", "kubernetes", "forward"}
+
+// Options are the flags of the cluster DNS.
+type Options struct {
+	// Port is --cluster-dns-port: where each server serves DNS, on its
+	// advertise address (0: a port the system picks).
+	Port int
+	// Upstreams is --cluster-dns-upstream: where names outside the
+	// cluster are resolved. Default: the host's /etc/resolv.conf.
+	Upstreams []string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options { return &Options{Port: DefaultPort} }
+
+// AddFlags registers the flags on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Port, "cluster-dns-port", o.Port,
+		"The port each server serves cluster DNS on, on its advertise address (the kube-dns Service's port 53 leads there; 0: any free port).")
+	fs.StringSliceVar(&o.Upstreams, "cluster-dns-upstream", o.Upstreams,
+		"Where cluster DNS resolves names outside the cluster: DNS servers as address[:port] (default: the host's /etc/resolv.conf).")
+}
+
+// Validate checks the flags; each problem names its flag.
+func (o *Options) Validate() error {
+	if o.Port < 0 || o.Port > 65535 {
+		return fmt.Errorf("--cluster-dns-port %d is not a port", o.Port)
+	}
+	for _, u := range o.Upstreams {
+		if _, err := netip.ParseAddrPort(u); err != nil {
+			if _, err := netip.ParseAddr(u); err != nil {
+				return fmt.Errorf("--cluster-dns-upstream %q is not an address or address:port", u)
+			}
+		}
+	}
+	return nil
+}
+
+// Component is the cluster DNS as a component of a server.
+type Component struct {
+	opts     *Options
+	settings controlplane.Settings
+}
+
+// New returns the cluster DNS o describes (Validate first).
+func New(o *Options) *Component { return &Component{opts: o} }
+
+// Name implements controlplane.Component.
+func (*Component) Name() string { return "cluster DNS" }
+
+// Complete implements controlplane.Component: the cluster DNS reads what
+// CoreDNS's own ClusterRole lets it, and keeps the kube-dns Service and
+// its EndpointSlices.
+func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error) {
+	c.settings = s
+	return controlplane.Needs{
+		User: User,
+		Grant: func(ctx context.Context, client kubernetes.Interface) error {
+			return errors.Join(grantRead(ctx, client), grantPublish(ctx, client))
+		},
+		// The right granted last.
+		Allowed: authorizationv1.ResourceAttributes{Namespace: metav1.NamespaceSystem, Verb: "create", Group: discoveryv1.GroupName, Resource: "endpointslices"},
+	}, nil
+}
+
+// The cluster DNS's rights: to read what CoreDNS's ClusterRole lets it
+// read, and to keep the kube-dns Service and its EndpointSlices.
+var (
+	grantRead = controlplane.GrantClusterRole(User, User,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{discoveryv1.GroupName}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	)
+	grantPublish = controlplane.GrantRole(metav1.NamespaceSystem, User, User,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{discoveryv1.GroupName}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+	)
+)
+
+// Run implements controlplane.Component: it keeps the kube-dns Service,
+// serves DNS on the server's advertise address, and publishes it.
+func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
+	logger := klog.FromContext(ctx).WithName("cluster-dns")
+	config, err := s.ClientConfig(User)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	if err := c.ensureService(ctx, client); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(s.DataDir(), kubeconfigName)
+	if err := s.WriteUserKubeconfig(kubeconfig, User, nil); err != nil {
+		return fmt.Errorf("cluster DNS's kubeconfig: %w", err)
+	}
+	addr := s.AdvertiseAddress()
+	instance, err := start(c.corefile(addr, kubeconfig))
+	// The kubernetes plugin points klog, process-wide, at CoreDNS's log
+	// as it sets up; the process's components log through klog's own.
+	klog.ClearLogger()
+	if err != nil {
+		return fmt.Errorf("cluster DNS on %s (--cluster-dns-port): %w", addr, err)
+	}
+	defer instance.Stop() //nolint:errcheck // stopping is best effort
+	port, err := servedPort(instance)
+	if err != nil {
+		return err
+	}
+	logger.Info("Serving cluster DNS", "address", netip.AddrPortFrom(addr, port), "service", c.settings.ClusterDNS, "domain", c.settings.ClusterDomain)
+	own := endpointSlice(addr, port)
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := publish(ctx, client, own); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Publishing where cluster DNS is served")
+		}
+	}, syncInterval)
+	// A server that stops takes its endpoint along; one that dies is
+	// dropped by the others.
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).Delete(stopCtx, own.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		logger.Error(err, "Removing this server's cluster DNS endpoint")
+	}
+	return nil
+}
+
+// corefile is the Corefile of a server serving on addr.
+func (c *Component) corefile(addr netip.Addr, kubeconfig string) string {
+	upstreams := "/etc/resolv.conf"
+	if len(c.opts.Upstreams) > 0 {
+		upstreams = strings.Join(c.opts.Upstreams, " ")
+	}
+	return fmt.Sprintf(`.:%d {
+    bind %s
+    errors
+    kubernetes %s in-addr.arpa ip6.arpa {
+        kubeconfig %s
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 30
+    }
+    forward . %s
+    cache 30
+    loadbalance
+}
+`, c.opts.Port, addr, c.settings.ClusterDomain, kubeconfig, upstreams)
+}
+
+// setUp sets CoreDNS's plugin order once for the process.
+var setUp = sync.OnceValue(func() error {
+	caddy.Quiet, dnsserver.Quiet = true, true
+	return dnsserver.SetDirectives(directives)
+})
+
+// start starts a CoreDNS instance on corefile.
+func start(corefile string) (*caddy.Instance, error) {
+	if err := setUp(); err != nil {
+		return nil, err
+	}
+	return caddy.Start(caddy.CaddyfileInput{Filepath: "Corefile", Contents: []byte(corefile), ServerTypeName: "dns"})
+}
+
+// servedPort is the UDP port instance serves on.
+func servedPort(instance *caddy.Instance) (uint16, error) {
+	for _, srv := range instance.Servers() {
+		if a := srv.LocalAddr(); a != nil {
+			ap, err := netip.ParseAddrPort(a.String())
+			if err == nil {
+				return ap.Port(), nil
+			}
+		}
+	}
+	return 0, errors.New("cluster DNS serves no UDP port")
+}
+
+// ensureService creates the kube-dns Service at the cluster DNS address
+// if it is missing; one there at another address is an error, as
+// kubeadm's.
+func (c *Component) ensureService(ctx context.Context, client kubernetes.Interface) error {
+	ip := c.settings.ClusterDNS.String()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: ServiceName, Namespace: metav1.NamespaceSystem, Labels: map[string]string{
+			"k8s-app": ServiceName, "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports: []corev1.ServicePort{
+				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromString("dns")},
+				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("dns-tcp")},
+			},
+		},
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := client.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, ServiceName, metav1.GetOptions{})
+		if err == nil {
+			if got.Spec.ClusterIP != ip {
+				return false, fmt.Errorf("service kube-system/%s has ClusterIP %s, not the cluster DNS address %s (--cluster-dns)", ServiceName, got.Spec.ClusterIP, ip)
+			}
+			return true, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		_, err = client.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, svc, metav1.CreateOptions{})
+		switch {
+		case err == nil || apierrors.IsAlreadyExists(err):
+			return false, nil // read it back
+		case apierrors.IsInvalid(err):
+			return false, fmt.Errorf("the kube-dns Service at %s (--cluster-dns): %w", ip, err)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster DNS: %w", err)
+	}
+	return nil
+}
+
+// endpointSlice is the EndpointSlice of the server serving DNS at addr,
+// port.
+func endpointSlice(addr netip.Addr, port uint16) *discoveryv1.EndpointSlice {
+	family := discoveryv1.AddressTypeIPv4
+	if addr.Is6() {
+		family = discoveryv1.AddressTypeIPv6
+	}
+	p := int32(port)
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ServiceName + "-" + strings.NewReplacer(".", "-", ":", "-").Replace(addr.String()),
+			Namespace: metav1.NamespaceSystem,
+			Labels:    map[string]string{discoveryv1.LabelServiceName: ServiceName, discoveryv1.LabelManagedBy: managedBy},
+		},
+		AddressType: family,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To("dns"), Port: &p, Protocol: ptr.To(corev1.ProtocolUDP)},
+			{Name: ptr.To("dns-tcp"), Port: &p, Protocol: ptr.To(corev1.ProtocolTCP)},
+		},
+	}
+}
+
+// publish stores own, and deletes the EndpointSlices of servers that are
+// no longer among the kubernetes Service's endpoints.
+func publish(ctx context.Context, client kubernetes.Interface, own *discoveryv1.EndpointSlice) error {
+	slices := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem)
+	got, err := slices.Get(ctx, own.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := slices.Create(ctx, own, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	case err != nil:
+		return err
+	case !sameEndpoints(got, own):
+		got.Endpoints, got.Ports = own.Endpoints, own.Ports
+		if _, err := slices.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	live, err := serverAddresses(ctx, client)
+	if err != nil {
+		return err
+	}
+	ours, err := slices.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelManagedBy + "=" + managedBy})
+	if err != nil {
+		return err
+	}
+	for _, s := range ours.Items {
+		if s.Name == own.Name || len(s.Endpoints) == 0 || len(s.Endpoints[0].Addresses) == 0 || live[s.Endpoints[0].Addresses[0]] {
+			continue
+		}
+		if err := slices.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		klog.FromContext(ctx).Info("Dropped the cluster DNS endpoint of a server gone", "endpointSlice", s.Name, "address", s.Endpoints[0].Addresses[0])
+	}
+	return nil
+}
+
+// serverAddresses are the addresses of the kubernetes Service's
+// endpoints: the servers alive.
+func serverAddresses(ctx context.Context, client kubernetes.Interface) (map[string]bool, error) {
+	list, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			for _, a := range e.Addresses {
+				live[a] = true
+			}
+		}
+	}
+	return live, nil
+}
+
+// sameEndpoints reports whether a and b list the same endpoint and ports.
+func sameEndpoints(a, b *discoveryv1.EndpointSlice) bool {
+	if len(a.Endpoints) != 1 || len(a.Ports) != len(b.Ports) || strings.Join(a.Endpoints[0].Addresses, ",") != strings.Join(b.Endpoints[0].Addresses, ",") {
+		return false
+	}
+	for i := range a.Ports {
+		if a.Ports[i].Port == nil || *a.Ports[i].Port != *b.Ports[i].Port || ptr.Deref(a.Ports[i].Name, "") != ptr.Deref(b.Ports[i].Name, "") {
+			return false
+		}
+	}
+	return true
+}
