@@ -326,6 +326,15 @@ func (s *Server) watchComponentsReady(ctx context.Context) {
 // reaches the server in-process.
 func (s *Server) ClientConfig(user string) (*rest.Config, error) { return s.api.ClientConfigFor(user) }
 
+// Client is a clientset on ClientConfig(user).
+func (s *Server) Client(user string) (kubernetes.Interface, error) {
+	config, err := s.ClientConfig(user)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(config)
+}
+
 // SharedObjects is the pool in which the server's and the components'
 // informers share their Pods and Nodes (Needs.SharedObjects); nil when no
 // component shares them.

@@ -150,11 +150,7 @@ var (
 // serves DNS on the server's advertise address, and publishes it.
 func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	logger := klog.FromContext(ctx).WithName("cluster-dns")
-	config, err := s.ClientConfig(User)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(config)
+	client, err := s.Client(User)
 	if err != nil {
 		return err
 	}

@@ -74,11 +74,7 @@ var (
 
 // Run implements controlplane.Component.
 func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
-	config, err := s.ClientConfig(User)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(config)
+	client, err := s.Client(User)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/kubernetes/pkg/apis/certificates"
 
@@ -59,11 +58,7 @@ func (*Component) Complete(controlplane.Settings) (controlplane.Needs, error) {
 // Run implements controlplane.Component: it decides every pending
 // kubelet-serving request, at once and whenever it or a Node changes.
 func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
-	config, err := s.ClientConfig(User)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(config)
+	client, err := s.Client(User)
 	if err != nil {
 		return err
 	}
