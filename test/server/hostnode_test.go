@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -159,6 +160,31 @@ func TestServerNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitHello(t, net.JoinHostPort(svc.Spec.ClusterIP, "80"), backend)
+
+		// The same endpoints behind a LoadBalancer Service: servicelb gives
+		// it the node's address, where kube-proxy answers its port.
+		lb := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "hello-lb", Namespace: metav1.NamespaceDefault},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+				Ports: []corev1.ServicePort{{Name: "http", Port: 8081, Protocol: corev1.ProtocolTCP}}},
+		}
+		if _, err := client.CoreV1().Services(lb.Namespace).Create(ctx, lb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		lbSlice := slice.DeepCopy()
+		lbSlice.Name, lbSlice.Labels[discoveryv1.LabelServiceName] = "hello-lb-1", lb.Name
+		if _, err := client.DiscoveryV1().EndpointSlices(lb.Namespace).Create(ctx, lbSlice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "hello-lb's ingress is the node's address", func(ctx context.Context) (bool, string) {
+			got, err := client.CoreV1().Services(lb.Namespace).Get(ctx, lb.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			ingress := got.Status.LoadBalancer.Ingress
+			return len(ingress) == 1 && ingress[0].IP == addr, fmt.Sprint(ingress)
+		})
+		waitHello(t, net.JoinHostPort(addr, "8081"), backend)
 	})
 	// The server stops its kubelet (a kubelet left running would hold
 	// port 10250 and fail the next), and the next start reuses the node's

@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/kubeletclient"
 	"github.com/kubeboot/kubeboot/internal/components/kubeletserving"
 	"github.com/kubeboot/kubeboot/internal/components/kubescheduler"
+	"github.com/kubeboot/kubeboot/internal/components/servicelb"
 	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
 )
 
@@ -70,8 +71,9 @@ type Server struct {
 var sharedLeaderElectionFlags = []string{"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period"}
 
 // disableable are the pieces --disable leaves out: coredns, the cluster
-// DNS (clusterdns).
-var disableable = []string{"coredns"}
+// DNS (clusterdns), and servicelb, LoadBalancer Services on the nodes'
+// addresses (servicelb).
+var disableable = []string{"coredns", "servicelb"}
 
 // NewServer returns the flag defaults.
 func NewServer() (*Server, error) {
@@ -204,6 +206,9 @@ func (o *Server) Config() controlplane.Config {
 	}
 	if !slices.Contains(o.Disable, "coredns") {
 		c.Components = append(c.Components, clusterdns.New(o.ClusterDNS))
+	}
+	if !slices.Contains(o.Disable, "servicelb") {
+		c.Components = append(c.Components, servicelb.New())
 	}
 	if o.SimulatedNodes.Count > 0 {
 		// The nodes take their pod CIDRs from kube-controller-manager when
