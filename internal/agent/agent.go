@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,9 @@ type Options struct {
 	// --register-with-taints.
 	NodeName, NodeIP       string
 	NodeLabels, NodeTaints []string
+	// BalancerPort is --lb-server-port: where the node's components
+	// reach the servers, on 127.0.0.1 (balancer).
+	BalancerPort int
 	// Node runs the kubelet and kube-proxy (--kubelet-arg, --proxy-arg).
 	Node *hostnode.Options
 
@@ -64,7 +68,7 @@ type Options struct {
 // NewOptions returns the defaults: the data dir is agent in the server's
 // default data dir.
 func NewOptions() *Options {
-	return &Options{DataDir: filepath.Join(controlplane.DefaultDataDir(), "agent"), Node: hostnode.NewOptions()}
+	return &Options{DataDir: filepath.Join(controlplane.DefaultDataDir(), "agent"), BalancerPort: DefaultBalancerPort, Node: hostnode.NewOptions()}
 }
 
 // AddFlags registers the flags on fs.
@@ -77,6 +81,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "The node's IP address, which the cluster reaches it at. Default: the address of the host's default route.")
 	fs.StringArrayVar(&o.NodeLabels, "node-label", nil, "A label the node registers with, key=value (repeatable).")
 	fs.StringArrayVar(&o.NodeTaints, "node-taint", nil, "A taint the node registers with, key=value:Effect (repeatable).")
+	fs.IntVar(&o.BalancerPort, "lb-server-port", o.BalancerPort,
+		"The port on 127.0.0.1 where the kubelet and kube-proxy reach the servers: the agent passes each connection to a server that is up.")
 	o.Node.AddAgentFlags(fs)
 }
 
@@ -103,6 +109,9 @@ func (o *Options) Validate() error {
 		if o.token, err = clusterjoin.ParseToken(token); err != nil {
 			return fmt.Errorf("--token: %w", err)
 		}
+	}
+	if o.BalancerPort < 1 || o.BalancerPort > 65535 {
+		return fmt.Errorf("--lb-server-port %d is not a port", o.BalancerPort)
 	}
 	if o.NodeIP != "" && net.ParseIP(o.NodeIP) == nil {
 		return fmt.Errorf("--node-ip %q is not an IP address", o.NodeIP)
@@ -142,7 +151,7 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 		if err := joined(); err != nil {
 			return err
 		}
-		return o.Node.Run(ctx, dir, cluster)
+		return o.run(ctx, cluster)
 	}
 	joinCtx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
@@ -172,8 +181,7 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 	if err := joined(); err != nil {
 		return err
 	}
-	return o.Node.Run(ctx, dir, hostnode.Cluster{
-		URL:            o.Server,
+	return o.run(ctx, hostnode.Cluster{
 		CA:             client.CA,
 		DNS:            dns,
 		DNSDomain:      creds.ClusterDomain,
@@ -183,8 +191,34 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 			if err != nil {
 				return err
 			}
-			return pki.WriteKubeconfig(path, controlplane.ClusterName, o.Server, client.CA,
+			return pki.WriteKubeconfig(path, controlplane.ClusterName, balancerURL(o.BalancerPort), client.CA,
 				&pki.KeyPair{Cert: certs[0], CertPEM: creds.ProxyCert, KeyPEM: creds.ProxyKey})
 		},
 	})
+}
+
+// run runs the node, its components reaching the servers through the
+// balancer, which starts from --server and follows the servers.
+func (o *Options) run(ctx context.Context, cluster hostnode.Cluster) error {
+	u, err := url.Parse(o.Server)
+	if err != nil {
+		return err
+	}
+	seed := u.Host
+	if u.Port() == "" {
+		seed = net.JoinHostPort(u.Hostname(), "443")
+	}
+	b, err := newBalancer(o.DataDir, o.BalancerPort, seed)
+	if err != nil {
+		return err
+	}
+	go b.serve(ctx)
+	cluster.URL = b.URL()
+	cluster.Started = func(ctx context.Context) { b.follow(ctx, hostnode.ProxyKubeconfig(o.DataDir)) }
+	return o.Node.Run(ctx, o.DataDir, cluster)
+}
+
+// balancerURL is where the node's components reach the servers.
+func balancerURL(port int) string {
+	return "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

@@ -70,6 +70,9 @@ func JoinedCluster(dir string) (Cluster, error) {
 	return c, nil
 }
 
+// ProxyKubeconfig is kube-proxy's kubeconfig in the node's dir.
+func ProxyKubeconfig(dir string) string { return filepath.Join(dir, proxyKubeconfigName) }
+
 // Password returns the node password kept in dir, or a new one if there
 // is none yet, which StorePassword keeps once the join succeeded.
 func Password(dir string) (password string, stored bool, _ error) {
