@@ -23,7 +23,8 @@ import (
 func TestMain(m *testing.M) { harness.Main(m) }
 
 // BenchmarkAgentJoin starts an agent with a new node name and data dir
-// each iteration, times exec → its Node Ready, and stops it.
+// each iteration, times exec → its Node Ready, and stops it; the last
+// agent's and its kubelet's resident memory, 10 s after, are reported.
 func BenchmarkAgentJoin(b *testing.B) {
 	addr := harness.Addr(0)
 	harness.RequireAddrs(b, addr)
@@ -55,6 +56,19 @@ func BenchmarkAgentJoin(b *testing.B) {
 		}
 		joins = append(joins, time.Since(start))
 		b.Logf("run %d: exec → node %s Ready in %d ms", i, name, time.Since(start).Milliseconds())
+		if i == b.N-1 {
+			// Idle memory of the last agent and its kubelet, 10 s after
+			// its node is Ready.
+			time.Sleep(10 * time.Second)
+			agentRSS, kubeletRSS := rssMB(b, a.PID()), 0.0
+			for pid, p := range harness.Processes() {
+				if p.Parent == a.PID() {
+					kubeletRSS = rssMB(b, pid)
+				}
+			}
+			b.ReportMetric(agentRSS, "agent-rss-MB")
+			b.ReportMetric(kubeletRSS, "kubelet-rss-MB")
+		}
 		if err := a.Terminate(30 * time.Second); err != nil {
 			b.Fatal(err)
 		}
@@ -62,4 +76,13 @@ func BenchmarkAgentJoin(b *testing.B) {
 	slices.Sort(joins)
 	b.ReportMetric(float64(joins[len(joins)/2].Milliseconds()), "ready-ms")
 	b.ReportMetric(float64(joins[len(joins)-1].Milliseconds()), "ready-max-ms")
+}
+
+// rssMB is process pid's resident memory in MB.
+func rssMB(b *testing.B, pid int) float64 {
+	status, err := harness.ProcStatus(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(status["VmRSS"]) / 1000
 }
