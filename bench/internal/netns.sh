@@ -11,7 +11,7 @@ shift 2
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/kubeboot" ./cmd/kubeboot
+go build -tags kustomize_disable_go_plugin_support -o "$tmp/kubeboot" ./cmd/kubeboot # as hack/release.sh
 go test -c -o "$tmp/bench.test" "./bench/$pkg"
 KUBEBOOT_BIN="$tmp/kubeboot" unshare --net --mount -- sh -c '
 	set -e

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
+	"github.com/kubeboot/kubeboot/test/harness"
 )
 
 // targets are the medians' targets: for the apiserver (issue 10's for the
@@ -130,7 +131,7 @@ func run() int {
 		defer os.RemoveAll(dir)
 		b.bin = filepath.Join(dir, "kubeboot")
 		fmt.Fprintln(os.Stderr, "building ./cmd/kubeboot ...")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.bin, "github.com/kubeboot/kubeboot/cmd/kubeboot")
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", harness.BuildTags, "-o", b.bin, "github.com/kubeboot/kubeboot/cmd/kubeboot")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return fail(fmt.Errorf("go build: %w", err))
