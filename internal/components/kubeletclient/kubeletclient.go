@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -31,6 +32,10 @@ import (
 	"github.com/kubeboot/kubeboot/internal/platform/csrapproval"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 )
+
+// bindingResync is how often a password binding whose Node has not
+// registered yet is looked at again.
+const bindingResync = 5 * time.Second
 
 // User is the user the approver acts as.
 const User = "system:kubeboot:kubelet-client-approver"
@@ -65,7 +70,7 @@ func (*Component) Complete(controlplane.Settings) (controlplane.Needs, error) {
 var (
 	grantCluster = controlplane.GrantClusterRole("system:kubeboot:kubelet-client-approver", User,
 		append(csrapproval.Rules(certificatesv1.KubeAPIServerClientKubeletSignerName),
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}})...,
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}})...,
 	)
 	grantSystem = controlplane.GrantRole(metav1.NamespaceSystem, "system:kubeboot:kubelet-client-approver", User,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "update"}},
@@ -84,38 +89,51 @@ func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(bootstrapapi.SecretTypeBootstrapToken) }))
 	tokens := tokenFactory.Core().V1().Secrets()
 	tokenInformer := tokens.Informer()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	nodes := factory.Core().V1().Nodes()
-	if _, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
-		if node, ok := obj.(*corev1.Node); ok {
-			if err := ownBinding(ctx, client, node); err != nil {
-				klog.FromContext(ctx).Error(err, "Giving a node password binding its Node as owner", "node", node.Name)
+	// The password bindings, on a factory of their own whose resync looks
+	// again at those whose Node has not registered yet.
+	bindingFactory := informers.NewSharedInformerFactoryWithOptions(client, bindingResync, informers.WithNamespace(metav1.NamespaceSystem),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(nodejoin.PasswordSecretType) }))
+	own := func(obj any) {
+		if secret, ok := obj.(*corev1.Secret); ok && len(secret.OwnerReferences) == 0 {
+			if err := ownBinding(ctx, client, secret); err != nil {
+				klog.FromContext(ctx).Error(err, "Giving a node password binding its Node as owner", "secret", secret.Name)
 			}
 		}
-	}}); err != nil {
+	}
+	if _, err := bindingFactory.Core().V1().Secrets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: own, UpdateFunc: func(_, obj any) { own(obj) }}); err != nil {
 		return err
 	}
+	bindingFactory.Start(ctx.Done())
+	defer bindingFactory.Shutdown()
 	tokenFactory.Start(ctx.Done())
 	defer tokenFactory.Shutdown()
 	a := approver{tokens: tokens.Lister().Secrets(metav1.NamespaceSystem)}
 	// A request can come before the approver sees its token.
 	return (&csrapproval.Approver{Name: "kubelet-client-approver", Signer: certificatesv1.KubeAPIServerClientKubeletSignerName, Decide: a.verdict}).
-		Run(ctx, client, factory, tokenInformer)
+		Run(ctx, client, informers.NewSharedInformerFactory(client, 0), tokenInformer)
 }
 
-// ownBinding makes node the owner of its password binding, if it has one
-// without an owner.
-func ownBinding(ctx context.Context, client kubernetes.Interface, node *corev1.Node) error {
-	secrets := client.CoreV1().Secrets(metav1.NamespaceSystem)
-	secret, err := secrets.Get(ctx, nodejoin.PasswordSecretName(node.Name), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+// ownBinding makes the Node a password binding is for its owner, once
+// the Node exists.
+func ownBinding(ctx context.Context, client kubernetes.Interface, binding *corev1.Secret) error {
+	nodeName, ok := strings.CutSuffix(binding.Name, nodejoin.PasswordSecretName(""))
+	if !ok {
 		return nil
 	}
-	if err != nil || secret.Type != nodejoin.PasswordSecretType || len(secret.OwnerReferences) > 0 {
+	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // not registered yet: the resync looks again
+	}
+	if err != nil {
 		return err
 	}
-	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
-	_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{})
+	binding = binding.DeepCopy()
+	binding.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+	_, err = client.CoreV1().Secrets(metav1.NamespaceSystem).Update(ctx, binding, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // the informer brings the change
+	}
 	return err
 }
 

@@ -86,14 +86,37 @@ func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
 			}
 		}
 	}
-	// A change of one Service can free or take a port another waits for.
+	// A change of one load balancer can free or take a port another waits
+	// for; other Services' changes (most of them) concern none.
+	isManaged := func(obj any) bool {
+		svc, ok := obj.(*corev1.Service)
+		if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+			svc, ok = tomb.Obj.(*corev1.Service)
+		}
+		return ok && managed(svc)
+	}
 	if _, err := services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueueAll, UpdateFunc: func(_, obj any) { enqueueAll(obj) }, DeleteFunc: enqueueAll}); err != nil {
+		AddFunc: func(obj any) {
+			if isManaged(obj) {
+				enqueueAll(obj)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			if isManaged(old) || isManaged(obj) {
+				enqueueAll(obj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if isManaged(obj) {
+				enqueueAll(obj)
+			}
+		}}); err != nil {
 		return err
 	}
+	// Only what Ingress reads of a Node: not its heartbeats.
 	if _, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueueAll, UpdateFunc: func(old, obj any) {
-			if o, n := old.(*corev1.Node), obj.(*corev1.Node); !slices.Equal(nodeAddresses(o), nodeAddresses(n)) {
+			if o, n := old.(*corev1.Node), obj.(*corev1.Node); eligible(o) != eligible(n) || !slices.Equal(nodeAddresses(o), nodeAddresses(n)) {
 				enqueueAll(obj)
 			}
 		}, DeleteFunc: enqueueAll}); err != nil {
@@ -226,7 +249,7 @@ func Ingress(svc *corev1.Service, nodes []*corev1.Node) []corev1.LoadBalancerIng
 	seen := map[netip.Addr]bool{}
 	var addrs []netip.Addr
 	for _, n := range nodes {
-		if _, excluded := n.Labels[excludeLabel]; excluded || !ready(n) {
+		if !eligible(n) {
 			continue
 		}
 		for _, a := range nodeAddresses(n) {
@@ -242,6 +265,13 @@ func Ingress(svc *corev1.Service, nodes []*corev1.Node) []corev1.LoadBalancerIng
 		ingress = append(ingress, corev1.LoadBalancerIngress{IP: a.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
 	}
 	return ingress
+}
+
+// eligible reports whether n serves load balancers: Ready, and not
+// excluded by its label.
+func eligible(n *corev1.Node) bool {
+	_, excluded := n.Labels[excludeLabel]
+	return !excluded && ready(n)
 }
 
 // nodeAddresses are n's ExternalIPs, or its InternalIPs if it has none.
