@@ -213,7 +213,7 @@ func (o *Options) run(ctx context.Context, cluster hostnode.Cluster) error {
 		return err
 	}
 	go b.serve(ctx)
-	cluster.URL = b.URL()
+	cluster.URL = balancerURL(o.BalancerPort)
 	cluster.Started = func(ctx context.Context) { b.follow(ctx, hostnode.ProxyKubeconfig(o.DataDir)) }
 	return o.Node.Run(ctx, o.DataDir, cluster)
 }

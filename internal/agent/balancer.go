@@ -72,9 +72,6 @@ func newBalancer(dir string, port int, seed string) (*balancer, error) {
 	return b, nil
 }
 
-// URL is where the node's components reach the servers.
-func (b *balancer) URL() string { return "https://" + b.listener.Addr().String() }
-
 // serve passes connections on until ctx is done.
 func (b *balancer) serve(ctx context.Context) {
 	go func() {
