@@ -261,8 +261,8 @@ func (s *Server) joinEndpoints() *clusterjoin.Server {
 }
 
 // agents admits agents: nodejoin's binding of the node's name and a
-// bootstrap token for its kubelet, and a client certificate for its
-// kube-proxy.
+// bootstrap token for its kubelet, and client certificates for its
+// kube-proxy and for the node's part of a component (Needs.NodeUser).
 type agents struct{ s *Server }
 
 func (a agents) Admit(ctx context.Context, nodeName, password string) (clusterjoin.AgentCredentials, error) {
@@ -281,8 +281,16 @@ func (a agents) Admit(ctx context.Context, nodeName, password string) (clusterjo
 	if err != nil {
 		return clusterjoin.AgentCredentials{}, err
 	}
-	return clusterjoin.AgentCredentials{BootstrapToken: token, ProxyCert: proxy.CertPEM, ProxyKey: proxy.KeyPEM,
-		ClusterDNS: a.s.cfg.clusterDNS.String(), ClusterDomain: a.s.cfg.ClusterDomain}, nil
+	creds := clusterjoin.AgentCredentials{BootstrapToken: token, ProxyCert: proxy.CertPEM, ProxyKey: proxy.KeyPEM,
+		ClusterDNS: a.s.cfg.clusterDNS.String(), ClusterDomain: a.s.cfg.ClusterDomain}
+	nodeUser, err := a.s.NodeUserCertificate(nodeName)
+	if err != nil {
+		return clusterjoin.AgentCredentials{}, err
+	}
+	if nodeUser != nil {
+		creds.NodeUserCert, creds.NodeUserKey = nodeUser.CertPEM, nodeUser.KeyPEM
+	}
+	return creds, nil
 }
 
 // startedMembers is the membership of the member once it has started.

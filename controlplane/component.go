@@ -122,6 +122,11 @@ type Needs struct {
 	// certificates kubelets ask for with nodejoin's bootstrap tokens: the
 	// server then admits agents, the nodes that join with its token.
 	NodeJoins bool
+	// NodeUser, if set, is the user, and its groups, that the component's
+	// part on a node acts as there (localstorage's provisioner), given the
+	// node's name: a node is given a client certificate for it when it
+	// joins (Server.NodeUserCertificate). One component at most sets it.
+	NodeUser func(node string) (user string, groups []string)
 }
 
 // componentKubeconfig is a kubeconfig Settings.DelegateToServer asked for.
@@ -154,12 +159,18 @@ func (cc *completedConfig) componentSettings() Settings {
 // with rules, bound to it by a ClusterRoleBinding of the same name, both
 // created or brought back to these rules.
 func GrantClusterRole(name, user string, rules ...rbacv1.PolicyRule) func(context.Context, kubernetes.Interface) error {
+	return GrantClusterRoleTo(name, []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}, rules...)
+}
+
+// GrantClusterRoleTo is GrantClusterRole for several subjects, users or
+// groups.
+func GrantClusterRoleTo(name string, subjects []rbacv1.Subject, rules ...rbacv1.PolicyRule) func(context.Context, kubernetes.Interface) error {
 	return func(ctx context.Context, client kubernetes.Interface) error {
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
 		binding := &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+			Subjects:   subjects,
 		}
 		if err := updateOrCreate(ctx, client.RbacV1().ClusterRoles(), role); err != nil {
 			return fmt.Errorf("ClusterRole %s: %w", name, err)

@@ -209,6 +209,25 @@ func (s *Server) WriteUserKubeconfig(path, user string, groups []string) error {
 	if err != nil {
 		return err
 	}
+	return s.WriteKubeconfig(path, kp)
+}
+
+// NodeUserCertificate signs a client certificate for the user a
+// component's part on node acts as (Needs.NodeUser); nil when no
+// component has one.
+func (s *Server) NodeUserCertificate(node string) (*pki.KeyPair, error) {
+	for _, c := range s.cfg.components {
+		if c.needs.NodeUser != nil {
+			user, groups := c.needs.NodeUser(node)
+			return pki.NewClient(s.ca, user, groups)
+		}
+	}
+	return nil, nil
+}
+
+// WriteKubeconfig writes a kubeconfig for this server that authenticates
+// with kp to path.
+func (s *Server) WriteKubeconfig(path string, kp *pki.KeyPair) error {
 	return pki.WriteKubeconfig(path, ClusterName, s.url, s.admin.CAData, kp)
 }
 

@@ -194,6 +194,17 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 			return pki.WriteKubeconfig(path, controlplane.ClusterName, balancerURL(o.BalancerPort), client.CA,
 				&pki.KeyPair{Cert: certs[0], CertPEM: creds.ProxyCert, KeyPEM: creds.ProxyKey})
 		},
+		WriteStorageKubeconfig: func(path string) (bool, error) {
+			if creds.NodeUserCert == nil {
+				return false, nil
+			}
+			certs, err := pki.ParseCertificates("local storage's certificate", creds.NodeUserCert)
+			if err != nil {
+				return false, err
+			}
+			return true, pki.WriteKubeconfig(path, controlplane.ClusterName, balancerURL(o.BalancerPort), client.CA,
+				&pki.KeyPair{Cert: certs[0], CertPEM: creds.NodeUserCert, KeyPEM: creds.NodeUserKey})
+		},
 	})
 }
 

@@ -87,6 +87,7 @@ func TestSimulatedNodes(t *testing.T) {
 	t.Run("a Deployment rolls out", func(t *testing.T) { checkSimulatedDeployment(t, srv, client) })
 	t.Run("a Job completes", func(t *testing.T) { checkSimulatedJob(t, client) })
 	t.Run("a StatefulSet rolls out in order", func(t *testing.T) { checkSimulatedStatefulSet(t, client) })
+	t.Run("a claim gets a local volume on its Pod's node", func(t *testing.T) { checkSimulatedLocalStorage(t, srv, client) })
 	t.Run("no kubelet to reach", func(t *testing.T) { checkSimulatedNoKubelet(t, srv, client) })
 	// Last: the failed node stays failed.
 	t.Run("a failed node is tainted and its Pods evicted", func(t *testing.T) { checkSimulatedNodeFailure(t, client) })

@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/kubeletclient"
 	"github.com/kubeboot/kubeboot/internal/components/kubeletserving"
 	"github.com/kubeboot/kubeboot/internal/components/kubescheduler"
+	"github.com/kubeboot/kubeboot/internal/components/localstorage"
 	"github.com/kubeboot/kubeboot/internal/components/servicelb"
 	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
 )
@@ -71,9 +72,10 @@ type Server struct {
 var sharedLeaderElectionFlags = []string{"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period"}
 
 // disableable are the pieces --disable leaves out: coredns, the cluster
-// DNS (clusterdns), and servicelb, LoadBalancer Services on the nodes'
-// addresses (servicelb).
-var disableable = []string{"coredns", "servicelb"}
+// DNS (clusterdns), local-storage, the default StorageClass and its
+// volumes on the nodes (localstorage), and servicelb, LoadBalancer
+// Services on the nodes' addresses (servicelb).
+var disableable = []string{"coredns", "local-storage", "servicelb"}
 
 // NewServer returns the flag defaults.
 func NewServer() (*Server, error) {
@@ -206,6 +208,9 @@ func (o *Server) Config() controlplane.Config {
 	}
 	if !slices.Contains(o.Disable, "coredns") {
 		c.Components = append(c.Components, clusterdns.New(o.ClusterDNS))
+	}
+	if !slices.Contains(o.Disable, "local-storage") {
+		c.Components = append(c.Components, localstorage.New(o.SimulatedNodes.Count > 0))
 	}
 	if !slices.Contains(o.Disable, "servicelb") {
 		c.Components = append(c.Components, servicelb.New())

@@ -15,12 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/components/localstorage"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 )
 
@@ -36,6 +38,7 @@ const (
 	kubeletConfigName       = "kubelet-config.yaml"
 	kubeletCertDirName      = "pki"
 	proxyKubeconfigName     = "kube-proxy.kubeconfig"
+	storageKubeconfigName   = "local-storage.kubeconfig"
 	clientCAName            = "ca.crt"
 )
 
@@ -61,6 +64,11 @@ type Cluster struct {
 	// WriteProxyKubeconfig writes kube-proxy's kubeconfig to path; it is
 	// called only while the node has not joined.
 	WriteProxyKubeconfig func(path string) error
+	// WriteStorageKubeconfig, if set, writes the kubeconfig of the node's
+	// local storage provisioner (localstorage.NodeUser) to path, and
+	// reports false, writing nothing, when the cluster has no local
+	// storage. A node without that kubeconfig provisions no volumes.
+	WriteStorageKubeconfig func(path string) (bool, error)
 	// Started, if set, is called once the kubelet has started, with a
 	// context that ends when it stops.
 	Started func(context.Context)
@@ -87,6 +95,18 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 			return fmt.Errorf("kube-proxy's kubeconfig: %w", err)
 		}
 	}
+	storageKubeconfig := filepath.Join(dir, storageKubeconfigName)
+	if c.WriteStorageKubeconfig != nil {
+		ok, err := c.WriteStorageKubeconfig(storageKubeconfig)
+		if err != nil {
+			return fmt.Errorf("local storage's kubeconfig: %w", err)
+		}
+		if !ok {
+			if err := os.Remove(storageKubeconfig); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
 	kubeletConfig := filepath.Join(dir, kubeletConfigName)
 	if err := writeKubeletConfig(dir, kubeletConfig, c, o.Taints); err != nil {
 		return fmt.Errorf("the kubelet's configuration: %w", err)
@@ -104,6 +124,9 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	}
 	kubeletDone := make(chan error, 1)
 	go func() { kubeletDone <- kubelet.Wait() }()
+	if err := o.startLocalStorage(kubeletCtx, dir, storageKubeconfig); err != nil {
+		return err
+	}
 	// kube-proxy stops only with the process (its informers and servers
 	// have no stop), so it is not waited for.
 	proxyDone := make(chan error, 1)
@@ -161,6 +184,13 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server, settings cont
 			return token, err
 		},
 		WriteProxyKubeconfig: func(path string) error { return s.WriteUserKubeconfig(path, user.KubeProxy, nil) },
+		WriteStorageKubeconfig: func(path string) (bool, error) {
+			kp, err := s.NodeUserCertificate(o.nodeName)
+			if kp == nil || err != nil {
+				return false, err
+			}
+			return true, s.WriteKubeconfig(path, kp)
+		},
 		Started: func(ctx context.Context) {
 			if err := s.TieNode(ctx, o.nodeName); err != nil && ctx.Err() == nil {
 				klog.FromContext(ctx).Error(err, "Marking the Node as this server's: deleting it will not remove the server's etcd member", "node", o.nodeName)
@@ -244,4 +274,28 @@ func (o *Options) runProxy(ctx context.Context, kubeconfig string) error {
 		}
 	}
 	return o.proxy.Run(ctx)
+}
+
+// startLocalStorage starts the node's local storage provisioner, which
+// makes the volumes of the claims placed on the node under
+// --default-local-storage-path, when the node has its kubeconfig.
+func (o *Options) startLocalStorage(ctx context.Context, dir, kubeconfig string) error {
+	if _, err := os.Stat(kubeconfig); errors.Is(err, os.ErrNotExist) {
+		klog.FromContext(ctx).Info("No local storage on this node: the cluster has none", "node", o.nodeName)
+		return nil
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("local storage's kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	root := o.LocalStoragePath
+	if root == "" {
+		root = filepath.Join(dir, localstorage.DirName)
+	}
+	go localstorage.RunNode(ctx, client, o.nodeName, root)
+	return nil
 }

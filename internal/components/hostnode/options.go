@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,9 @@ type Options struct {
 	// Taints are the taints the node registers with (the kubelet's
 	// registerWithTaints).
 	Taints []corev1.Taint
+	// LocalStoragePath is --default-local-storage-path: where the node's
+	// local volumes are made; default <node dir>/storage.
+	LocalStoragePath string
 
 	// enabledBy is the flag that makes this host a node, "" for an agent,
 	// which is one anyway.
@@ -73,6 +77,8 @@ func (o *Options) addArgFlags(fs *pflag.FlagSet, another string) {
 		another+" kubelet flag, as --name=value (repeatable), e.g. --kubelet-arg=--container-runtime-endpoint=unix:///run/crio/crio.sock.")
 	fs.StringArrayVar(&o.ProxyArgs, "proxy-arg", nil,
 		another+" kube-proxy flag, as --name=value (repeatable), e.g. --proxy-arg=--proxy-mode=iptables.")
+	fs.StringVar(&o.LocalStoragePath, "default-local-storage-path", o.LocalStoragePath,
+		"Where the node makes its local-path volumes, a directory each (default: the node's directory's storage).")
 }
 
 // NodeName is the name the node registers by (Validate first).
@@ -83,10 +89,13 @@ func (o *Options) NodeName() string { return o.nodeName }
 // Without --node, --kubelet-arg and --proxy-arg are refused.
 func (o *Options) Validate() error {
 	if !o.Enabled {
-		if len(o.KubeletArgs)+len(o.ProxyArgs) > 0 {
-			return errors.New("--kubelet-arg and --proxy-arg need --node")
+		if len(o.KubeletArgs)+len(o.ProxyArgs) > 0 || o.LocalStoragePath != "" {
+			return errors.New("--kubelet-arg, --proxy-arg and --default-local-storage-path need --node")
 		}
 		return nil
+	}
+	if o.LocalStoragePath != "" && !filepath.IsAbs(o.LocalStoragePath) {
+		return fmt.Errorf("--default-local-storage-path %q: not an absolute path", o.LocalStoragePath)
 	}
 	kubelet, err := kubelethost.ParseArgs(o.KubeletArgs)
 	if err != nil {

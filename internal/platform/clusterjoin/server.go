@@ -64,6 +64,11 @@ type AgentCredentials struct {
 	// domain, for the kubelet's clusterDNS and clusterDomain.
 	ClusterDNS    string `json:"clusterDNS"`
 	ClusterDomain string `json:"clusterDomain"`
+	// NodeUserCert and NodeUserKey, when the cluster has local storage,
+	// are the client certificate and key its provisioner on the node acts
+	// with (localstorage.NodeUser).
+	NodeUserCert []byte `json:"nodeUserCert,omitempty"`
+	NodeUserKey  []byte `json:"nodeUserKey,omitempty"`
 }
 
 // ErrNotYet is a change of the membership the cluster cannot make yet,

@@ -1,0 +1,201 @@
+// Package localstorage gives PersistentVolumeClaims volumes that are
+// directories on the node their Pod lands on: k3s's local-path storage,
+// on the external provisioner library (sig-storage-lib-external-provisioner).
+//
+// The server creates the default StorageClass local-path
+// (WaitForFirstConsumer, reclaim policy Delete). Each node (`kubeboot
+// agent`, `kubeboot server --node`) provisions the claims the scheduler
+// places on it, in a directory of its own under its storage path
+// (--default-local-storage-path), and removes the directory when the
+// claim's volume is released. A node acts as a user of its own,
+// NodeUser(node), in group NodeGroup: RBAC lets the group write
+// PersistentVolumes, and a ValidatingAdmissionPolicy lets each node write
+// only its own, as NodeRestriction does for the kubelets. The server
+// provisions the claims placed on simulated nodes, which have no disk:
+// their volumes are the PersistentVolume objects alone.
+package localstorage
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	admissionv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
+)
+
+const (
+	// ClassName is the StorageClass the server creates, the cluster's
+	// default.
+	ClassName = "local-path"
+	// ProvisionerName is the class's provisioner.
+	ProvisionerName = "kubeboot.io/local-path"
+	// NodeAnnotation on a PersistentVolume names the node whose directory
+	// backs it.
+	NodeAnnotation = "local-path.kubeboot.io/node"
+	// User is the user the server provisions the simulated nodes' claims
+	// as.
+	User = "system:kubeboot:local-path"
+	// NodeGroup is the group of the nodes' users (NodeUser).
+	NodeGroup = "system:kubeboot:local-path-nodes"
+	// DirName is the storage path's default name: <data-dir>/storage, as
+	// k3s's /var/lib/rancher/k3s/storage.
+	DirName = "storage"
+
+	// nodeUserPrefix begins each node's user name; the node's name follows.
+	nodeUserPrefix = User + ":node:"
+	// fieldManager applies the nodes' admission policy.
+	fieldManager = "kubeboot-local-path"
+	// policyName names the policy and its binding.
+	policyName = "kubeboot-local-path-nodes"
+)
+
+// NodeUser is the user node's provisioner acts as, in group NodeGroup.
+func NodeUser(node string) string { return nodeUserPrefix + node }
+
+// rules are the rights of the provisioners, the nodes' and the server's.
+var rules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "update"}},
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get", "list", "watch", "create", "delete", "patch"}},
+	{APIGroups: []string{storagev1.GroupName}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+}
+
+// Component is local storage as a component of a server: the StorageClass,
+// the nodes' rights, and the simulated nodes' provisioner.
+type Component struct {
+	simulatedNodes bool
+}
+
+// New returns the component; with simulatedNodes it provisions the
+// claims placed on the server's simulated nodes too.
+func New(simulatedNodes bool) *Component { return &Component{simulatedNodes: simulatedNodes} }
+
+// Name implements controlplane.Component.
+func (*Component) Name() string { return "local storage" }
+
+// Complete implements controlplane.Component.
+func (*Component) Complete(controlplane.Settings) (controlplane.Needs, error) {
+	return controlplane.Needs{
+		User:     User,
+		Grant:    grant,
+		Allowed:  authorizationv1.ResourceAttributes{Verb: "create", Resource: "persistentvolumes"},
+		NodeUser: func(node string) (string, []string) { return NodeUser(node), []string{NodeGroup} },
+	}, nil
+}
+
+// grant gives the server's user and the nodes' group the provisioners'
+// rights, and admits a node's writes only to its own PersistentVolumes.
+func grant(ctx context.Context, client kubernetes.Interface) error {
+	if err := controlplane.GrantClusterRoleTo(User, []rbacv1.Subject{
+		{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: User},
+		{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: NodeGroup},
+	}, rules...)(ctx, client); err != nil {
+		return err
+	}
+	// The object a node writes, or for a delete the one it removes,
+	// must be annotated with the node's name: the user's name's end.
+	object := "(request.operation == 'DELETE' ? oldObject : object)"
+	policy := admissionv1ac.ValidatingAdmissionPolicy(policyName).WithSpec(admissionv1ac.ValidatingAdmissionPolicySpec().
+		WithFailurePolicy("Fail").
+		WithMatchConstraints(admissionv1ac.MatchResources().WithResourceRules(admissionv1ac.NamedRuleWithOperations().
+			WithAPIGroups("").WithAPIVersions("*").WithResources("persistentvolumes").
+			WithOperations("CREATE", "UPDATE", "DELETE"))).
+		WithMatchConditions(admissionv1ac.MatchCondition().WithName("node-local-storage").
+			WithExpression(fmt.Sprintf("has(request.userInfo.groups) && %q in request.userInfo.groups", NodeGroup))).
+		WithValidations(admissionv1ac.Validation().
+			WithExpression(fmt.Sprintf("has(%[1]s.metadata.annotations) && %[2]q in %[1]s.metadata.annotations && "+
+				"request.userInfo.username == %[3]q + %[1]s.metadata.annotations[%[2]q]", object, NodeAnnotation, nodeUserPrefix)).
+			WithMessage("a node's local storage writes only the PersistentVolumes of its own node").
+			WithReason(metav1.StatusReasonForbidden)))
+	apply := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Apply(ctx, policy, apply); err != nil {
+		return fmt.Errorf("ValidatingAdmissionPolicy %s: %w", policyName, err)
+	}
+	binding := admissionv1ac.ValidatingAdmissionPolicyBinding(policyName).WithSpec(admissionv1ac.ValidatingAdmissionPolicyBindingSpec().
+		WithPolicyName(policyName).WithValidationActions("Deny"))
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, binding, apply); err != nil {
+		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s: %w", policyName, err)
+	}
+	return nil
+}
+
+// Run implements controlplane.Component: it creates the StorageClass
+// unless it exists (a user's changes to it stay), then provisions the
+// simulated nodes' claims.
+func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
+	client, err := s.Client(User)
+	if err != nil {
+		return err
+	}
+	admin, err := kubernetes.NewForConfig(s.AdminConfig())
+	if err != nil {
+		return err
+	}
+	if err := ensureClass(ctx, admin); err != nil {
+		return err
+	}
+	if !c.simulatedNodes {
+		<-ctx.Done()
+		return nil
+	}
+	// The simulated nodes are those kwok's label marks.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.SelectorFromSet(labels.Set{simulatednodes.TypeLabel: simulatednodes.TypeValue}).String()
+	}))
+	nodes := factory.Core().V1().Nodes().Lister()
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	factory.WaitForCacheSync(ctx.Done())
+	run(ctx, client, &provisioner{client: client, root: filepath.Join("/", DirName), serves: func(node string) bool {
+		_, err := nodes.Get(node)
+		return err == nil
+	}})
+	return nil
+}
+
+// ensureClass creates the default StorageClass unless it exists.
+func ensureClass(ctx context.Context, client kubernetes.Interface) error {
+	class := &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: ClassName,
+			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
+		Provisioner:       ProvisionerName,
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}
+	if _, err := client.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("StorageClass %s: %w", ClassName, err)
+	}
+	return nil
+}
+
+// RunNode provisions the claims placed on node, in directories under root,
+// until ctx is done; client acts as NodeUser(node).
+func RunNode(ctx context.Context, client kubernetes.Interface, node, root string) {
+	run(ctx, client, &provisioner{client: client, root: root, makeDirs: true,
+		serves: func(n string) bool { return n == node }})
+}
+
+// run runs the library's controller on p until ctx is done. Each node's
+// provisioner is the only one for its node, so none elects a leader.
+func run(ctx context.Context, client kubernetes.Interface, p *provisioner) {
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("local-path"))
+	controller.NewProvisionController(ctx, client, ProvisionerName, p,
+		controller.LeaderElection(false),
+	).Run(ctx)
+}
