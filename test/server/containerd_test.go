@@ -2,18 +2,24 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/internal/components/localstorage"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -23,7 +29,8 @@ import (
 // a CNI bridge. It checks that a Pod's container runs and answers on the
 // Pod's IP, that `kubectl logs` and `kubectl exec` reach it through the
 // apiserver and the kubelet, that a ClusterIP Service reaches it through
-// kube-proxy, that a Pod's service account token still authenticates it
+// kube-proxy, that a claim gets a volume in the node's local storage whose
+// data outlives the Pod, that a Pod's service account token still authenticates it
 // minutes after it started, and that a deleted Pod's container stops.
 func TestServerNodeContainerd(t *testing.T) {
 	harness.RequireContainerd(t)
@@ -97,6 +104,10 @@ func TestServerNodeContainerd(t *testing.T) {
 		waitHello(t, net.JoinHostPort(svc.Spec.ClusterIP, "80"), hello)
 	})
 
+	t.Run("a claim's data outlives its Pod and goes with the claim", func(t *testing.T) {
+		checkLocalVolume(ctx, t, srv, client, filepath.Join(srv.DataDir, "node", localstorage.DirName))
+	})
+
 	t.Run("a Pod's token still works after two minutes", func(t *testing.T) {
 		checkTokenLasts(ctx, t, client, metav1.NamespaceDefault, "whoami", 130*time.Second)
 		deletePod(ctx, t, client, metav1.NamespaceDefault, "whoami")
@@ -140,5 +151,59 @@ func checkTokenLasts(ctx context.Context, t *testing.T, client kubernetes.Interf
 			t.Errorf("review at %s, want %q; the whole log:\n%s", l, want, strings.Join(lines, "\n"))
 			break
 		}
+	}
+}
+
+// checkLocalVolume runs a Pod with a claim of the default class, writes in
+// its volume, runs another Pod on the same claim and reads it back, then
+// deletes the claim and checks that its directory under root, the
+// node's storage path, goes.
+func checkLocalVolume(ctx context.Context, t *testing.T, srv *harness.APIServer, client kubernetes.Interface, root string) {
+	const ns = metav1.NamespaceDefault
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("16Mi")}}},
+	}
+	if _, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "c", Image: harness.TestImage, ImagePullPolicy: corev1.PullNever,
+					Args: []string{"pause"}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+			},
+		}
+	}
+	runPod(ctx, t, client, pod("writer"))
+	kubectl(t, srv, "exec", "writer", "--", harness.TestImageCommand, "write", "/data/note", "kept")
+	deletePod(ctx, t, client, ns, "writer")
+	runPod(ctx, t, client, pod("reader"))
+	if out := kubectl(t, srv, "exec", "reader", "--", harness.TestImageCommand, "cat", "/data/note"); out != "kept" {
+		t.Errorf("the second Pod read %q from the volume, want what the first wrote, %q", out, "kept")
+	}
+	c, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, fmt.Sprintf("%s_%s_%s", c.Spec.VolumeName, ns, "data"))
+	if data, err := os.ReadFile(filepath.Join(dir, "note")); string(data) != "kept" {
+		t.Errorf("the volume's directory %s holds %q (%v), want the Pod's note", dir, data, err)
+	}
+	deletePod(ctx, t, client, ns, "reader")
+	if err := client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
+		_, statErr := os.Stat(dir)
+		return apierrors.IsNotFound(err) && errors.Is(statErr, os.ErrNotExist), nil
+	})
+	if err != nil {
+		t.Errorf("volume %s or its directory %s still there after the claim's deletion: %v", c.Spec.VolumeName, dir, err)
 	}
 }

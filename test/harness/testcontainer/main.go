@@ -6,6 +6,8 @@
 //	testcontainer serve PORT    answer each TCP connection on PORT with one line,
 //	                            "hello from <hostname>"
 //	testcontainer echo ARGS...  print ARGS (for exec)
+//	testcontainer write FILE TEXT  write TEXT to FILE (for exec)
+//	testcontainer cat FILE      print FILE (for exec)
 //	testcontainer whoami PERIOD every PERIOD, ask the API server who the Pod's
 //	                            service account token says it is, and print
 //	                            "<seconds since start> <HTTP status> <user>"
@@ -36,7 +38,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testcontainer pause | serve PORT | echo ARGS... | whoami PERIOD")
+		return fmt.Errorf("usage: testcontainer pause | serve PORT | echo ARGS... | write FILE TEXT | cat FILE | whoami PERIOD")
 	}
 	switch args[0] {
 	case "pause":
@@ -52,6 +54,21 @@ func run(args []string) error {
 	case "echo":
 		fmt.Println(strings.Join(args[1:], " "))
 		return nil
+	case "write":
+		if len(args) != 3 {
+			return fmt.Errorf("usage: testcontainer write FILE TEXT")
+		}
+		return os.WriteFile(args[1], []byte(args[2]), 0o644)
+	case "cat":
+		if len(args) != 2 {
+			return fmt.Errorf("usage: testcontainer cat FILE")
+		}
+		data, err := os.ReadFile(args[1])
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(data)
+		return err
 	case "whoami":
 		if len(args) != 2 {
 			return fmt.Errorf("usage: testcontainer whoami PERIOD")
