@@ -202,6 +202,8 @@ func TestBadServerFlags(t *testing.T) {
 		// are refused before anything starts.
 		{"kubelet flag without --node", []string{"--kubelet-arg=--v=2"}, "--kubelet-arg"},
 		{"proxy flag without --node", []string{"--proxy-arg=--v=2"}, "--proxy-arg"},
+		{"local storage path without --node", []string{"--default-local-storage-path=/srv/volumes"}, "--default-local-storage-path"},
+		{"local storage path not absolute", []string{"--node", "--default-local-storage-path=volumes"}, "--default-local-storage-path"},
 		{"unknown kubelet flag", []string{"--node", "--kubelet-arg=--no-such-flag=1"}, "--kubelet-arg"},
 		{"kubelet flag of the wrong type", []string{"--node", "--kubelet-arg=--max-pods=many"}, "--kubelet-arg"},
 		{"kubelet argument not a flag", []string{"--node", "--kubelet-arg=max-pods"}, "--kubelet-arg"},
@@ -276,6 +278,7 @@ func TestBadAgentFlags(t *testing.T) {
 		{"taint without an effect", append(join, "--node-taint=dedicated=edge"), "--node-taint"},
 		{"taint removal", append(join, "--node-taint=dedicated-"), "--node-taint"},
 		{"unknown kubelet flag", append(join, "--kubelet-arg=--no-such-flag=1"), "--kubelet-arg"},
+		{"local storage path not absolute", append(join, "--default-local-storage-path=volumes"), "--default-local-storage-path"},
 		{"unknown kube-proxy flag", append(join, "--proxy-arg=--no-such-flag=1"), "--proxy-arg"},
 		{"host without a runtime", append(join, "--kubelet-arg=--container-runtime-endpoint=unix:///nonexistent/cri.sock"), "cannot run the kubelet"},
 	} {

@@ -11,9 +11,11 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubeboot/kubeboot/internal/components/localstorage"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -28,7 +30,8 @@ const agentName = "agent-0"
 // through the CSR flow, with its labels and taints; that its name is
 // bound to its host (another data dir cannot take it); that a wrong token
 // or a missing server is refused and writes nothing; and that a restart
-// keeps the node without a new certificate.
+// keeps the node without a new certificate; and that a claim placed on
+// the node gets its volume in the agent's storage path.
 func TestAgent(t *testing.T) {
 	addr, ok := inProxyNetNS(t)
 	if !ok {
@@ -137,6 +140,56 @@ func TestAgent(t *testing.T) {
 		})
 		if err != nil {
 			t.Errorf("node %s's password binding is not owned by its Node: %v", agentName, err)
+		}
+	})
+
+	t.Run("a claim placed on the agent's node gets a directory there", func(t *testing.T) {
+		const ns = metav1.NamespaceDefault
+		claim := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "data"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}},
+		}
+		if _, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "user"},
+			Spec: corev1.PodSpec{
+				Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
+				Containers:  []corev1.Container{{Name: "c", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+			},
+		}
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var dir string
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			c, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+			if err != nil || c.Status.Phase != corev1.ClaimBound {
+				return false, nil
+			}
+			dir = filepath.Join(agentDir, localstorage.DirName, c.Spec.VolumeName+"_default_data")
+			_, err = os.Stat(dir)
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("the claim is not bound to a volume made in the agent's storage (%s): %v", dir, err)
+		}
+		if err := client.CoreV1().Pods(ns).Delete(ctx, "user", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			_, err := os.Stat(dir)
+			return os.IsNotExist(err), nil
+		})
+		if err != nil {
+			t.Errorf("the volume's directory %s is still there after its claim's deletion: %v", dir, err)
 		}
 	})
 

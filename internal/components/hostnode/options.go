@@ -12,11 +12,12 @@ package hostnode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -89,8 +90,16 @@ func (o *Options) NodeName() string { return o.nodeName }
 // Without --node, --kubelet-arg and --proxy-arg are refused.
 func (o *Options) Validate() error {
 	if !o.Enabled {
-		if len(o.KubeletArgs)+len(o.ProxyArgs) > 0 || o.LocalStoragePath != "" {
-			return errors.New("--kubelet-arg, --proxy-arg and --default-local-storage-path need --node")
+		var given []string
+		for flag, set := range map[string]bool{"--kubelet-arg": len(o.KubeletArgs) > 0, "--proxy-arg": len(o.ProxyArgs) > 0,
+			"--default-local-storage-path": o.LocalStoragePath != ""} {
+			if set {
+				given = append(given, flag)
+			}
+		}
+		if len(given) > 0 {
+			slices.Sort(given)
+			return fmt.Errorf("%s: needs --node", strings.Join(given, ", "))
 		}
 		return nil
 	}
