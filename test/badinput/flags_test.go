@@ -192,7 +192,8 @@ func TestBadServerFlags(t *testing.T) {
 		{"simulated node CIDR smaller than a /24", []string{"--simulated-node-cidr=10.128.0.0/25"}, "--simulated-node-cidr"},
 		{"simulated node CIDR too small for the count", []string{"--simulated-nodes=3", "--simulated-node-cidr=10.128.0.0/23"}, "--simulated-node-cidr"},
 		// The default, 10.128.0.0/12, holds 4096 /24s.
-		{"default simulated node CIDR too small for the count", []string{"--simulated-nodes=4097"}, "--simulated-node-cidr"},
+		{"default simulated node CIDR too small for the count", []string{"--allocate-node-cidrs=false", "--simulated-nodes=4097"}, "--simulated-node-cidr"},
+		{"default cluster CIDR too small for the simulated nodes", []string{"--simulated-nodes=257"}, "--cluster-cidr"},
 		{"zero simulated node lease duration", []string{"--simulated-node-lease-duration=0s"}, "--simulated-node-lease-duration"},
 		{"simulated node lease duration under a second", []string{"--simulated-node-lease-duration=500ms"}, "--simulated-node-lease-duration"},
 		{"negative simulated node lease duration", []string{"--simulated-node-lease-duration=-40s"}, "--simulated-node-lease-duration"},

@@ -3,11 +3,11 @@ package options
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
-	cmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
 	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
@@ -89,7 +89,7 @@ func NewServer() (*Server, error) {
 	// tokens (`kubeboot agent`, --node), so a server authenticates them.
 	o.ControlPlane.Authentication.BootstrapToken.Enable = true
 	o.controllerManagerFlags = flagSet("kube-controller-manager",
-		cm.Flags(cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases()).FlagSets)
+		kubecontrollermanager.Flags(cm).FlagSets)
 	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
 	return o, nil
 }
@@ -169,8 +169,43 @@ func (o *Server) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, o.SimulatedNodes.Validate()...)
+	errs = append(errs, o.validateNodeCIDRs())
 	errs = append(errs, o.validateNode())
 	return errors.Join(errs...)
+}
+
+// validateNodeCIDRs checks that, when kube-controller-manager allocates
+// the nodes' pod CIDRs, --cluster-cidr holds one for each simulated node.
+func (o *Server) validateNodeCIDRs() error {
+	if o.SimulatedNodes.Count == 0 || !o.allocatesNodeCIDRs() {
+		return nil
+	}
+	first, _, _ := strings.Cut(o.ControllerManager.KubeCloudShared.ClusterCIDR, ",")
+	cidr, err := netip.ParsePrefix(strings.TrimSpace(first))
+	if err != nil {
+		return fmt.Errorf("--cluster-cidr %q: %w", o.ControllerManager.KubeCloudShared.ClusterCIDR, err)
+	}
+	ipam := o.ControllerManager.NodeIPAMController
+	mask := 24 // kube-controller-manager's default for IPv4
+	switch {
+	case cidr.Addr().Is4() && ipam.NodeCIDRMaskSizeIPv4 != 0:
+		mask = int(ipam.NodeCIDRMaskSizeIPv4)
+	case ipam.NodeCIDRMaskSize != 0:
+		mask = int(ipam.NodeCIDRMaskSize)
+	case cidr.Addr().Is6():
+		mask = 64
+	}
+	if bits := mask - cidr.Bits(); bits >= 0 && bits < 31 && o.SimulatedNodes.Count > 1<<bits {
+		return fmt.Errorf("--cluster-cidr %s holds %d node CIDRs of /%d, not one for each of --simulated-nodes=%d: give a larger range, or --allocate-node-cidrs=false for --simulated-node-cidr's",
+			cidr, 1<<bits, mask, o.SimulatedNodes.Count)
+	}
+	return nil
+}
+
+// allocatesNodeCIDRs reports whether kube-controller-manager allocates
+// the nodes' pod CIDRs.
+func (o *Server) allocatesNodeCIDRs() bool {
+	return kubecontrollermanager.Runs(o.ControllerManager, names.NodeIpamController) && o.ControllerManager.KubeCloudShared.AllocateNodeCIDRs
 }
 
 // validateNode checks --node and what it needs of the control plane: the
@@ -219,9 +254,7 @@ func (o *Server) Config() controlplane.Config {
 		// The nodes take their pod CIDRs from kube-controller-manager when
 		// it allocates them (--allocate-node-cidrs), else from
 		// --simulated-node-cidr.
-		allocates := kubecontrollermanager.Runs(o.ControllerManager, names.NodeIpamController) &&
-			o.ControllerManager.KubeCloudShared.AllocateNodeCIDRs
-		c.Components = append(c.Components, simulatednodes.New(o.SimulatedNodes, !allocates))
+		c.Components = append(c.Components, simulatednodes.New(o.SimulatedNodes, !o.allocatesNodeCIDRs()))
 	}
 	if o.Node.Enabled {
 		c.Components = append(c.Components, hostnode.New(o.Node))

@@ -28,7 +28,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/blang/semver/v4"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -80,12 +83,16 @@ const (
 	InProcessBurst = 400
 )
 
+// DefaultClusterCIDR is the Pods' range, k3s's: 256 nodes of a /24.
+const DefaultClusterCIDR = "10.42.0.0/16"
+
 // NewOptions returns kube-controller-manager's options with the defaults
 // of running inside kubeboot: no port of its own, client limits for the
 // in-process transport (InProcessQPS), one service account per controller
 // (--use-service-account-credentials, as kubeadm), so each controller has
 // the rights of its system:controller:* role, and kubeadm's
-// --controllers=*,bootstrapsigner,tokencleaner. The caller
+// --controllers=*,bootstrapsigner,tokencleaner, and k3s's pod CIDRs
+// (--allocate-node-cidrs, --cluster-cidr=DefaultClusterCIDR). The caller
 // sets the files only it knows (--root-ca-file,
 // --service-account-private-key-file, --cluster-signing-cert-file and
 // --cluster-signing-key-file) unless the user did.
@@ -101,7 +108,26 @@ func NewOptions() (*cmoptions.KubeControllerManagerOptions, error) {
 	// As kubeadm: bootstrap tokens are signed into kube-public's
 	// cluster-info and deleted once expired.
 	o.Generic.Controllers = []string{"*", names.BootstrapSignerController, names.TokenCleanerController}
+	// As k3s: every node gets a pod CIDR, a /24 of the cluster's, which
+	// the pod network (podnetwork) routes between nodes.
+	o.KubeCloudShared.AllocateNodeCIDRs = true
+	o.KubeCloudShared.ClusterCIDR = DefaultClusterCIDR
 	return o, nil
+}
+
+// Flags returns opts' flags as kube-controller-manager registers them,
+// with NewOptions' defaults kept: registering --allocate-node-cidrs sets
+// it to false, whatever opts held.
+func Flags(opts *cmoptions.KubeControllerManagerOptions) cliflag.NamedFlagSets {
+	allocate := opts.KubeCloudShared.AllocateNodeCIDRs
+	fss := opts.Flags(cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases())
+	opts.KubeCloudShared.AllocateNodeCIDRs = allocate
+	for _, fs := range fss.FlagSets {
+		if f := fs.Lookup("allocate-node-cidrs"); f != nil {
+			f.DefValue = strconv.FormatBool(allocate)
+		}
+	}
+	return fss
 }
 
 // Validate checks opts as the kube-controller-manager binary does, and
