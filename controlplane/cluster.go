@@ -262,7 +262,7 @@ func (s *Server) joinEndpoints() *clusterjoin.Server {
 
 // agents admits agents: nodejoin's binding of the node's name and a
 // bootstrap token for its kubelet, and client certificates for its
-// kube-proxy and for the node's part of a component (Needs.NodeUser).
+// kube-proxy and for the node's agent (nodejoin.AgentUser).
 type agents struct{ s *Server }
 
 func (a agents) Admit(ctx context.Context, nodeName, password string) (clusterjoin.AgentCredentials, error) {
@@ -282,14 +282,13 @@ func (a agents) Admit(ctx context.Context, nodeName, password string) (clusterjo
 		return clusterjoin.AgentCredentials{}, err
 	}
 	creds := clusterjoin.AgentCredentials{BootstrapToken: token, ProxyCert: proxy.CertPEM, ProxyKey: proxy.KeyPEM,
-		ClusterDNS: a.s.cfg.clusterDNS.String(), ClusterDomain: a.s.cfg.ClusterDomain}
-	nodeUser, err := a.s.NodeUserCertificate(nodeName)
+		ClusterDNS: a.s.cfg.clusterDNS.String(), ClusterDomain: a.s.cfg.ClusterDomain,
+		ClusterCIDR: a.s.cfg.PodNetwork.ClusterCIDR, FlannelBackend: a.s.cfg.PodNetwork.Backend, LocalStorage: a.s.cfg.LocalStorage}
+	agent, err := a.s.AgentCertificate(nodeName)
 	if err != nil {
 		return clusterjoin.AgentCredentials{}, err
 	}
-	if nodeUser != nil {
-		creds.NodeUserCert, creds.NodeUserKey = nodeUser.CertPEM, nodeUser.KeyPEM
-	}
+	creds.AgentCert, creds.AgentKey = agent.CertPEM, agent.KeyPEM
 	return creds, nil
 }
 

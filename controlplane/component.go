@@ -61,6 +61,9 @@ type Settings struct {
 	// DNS's zone and address, which the kubelets are given.
 	ClusterDomain string
 	ClusterDNS    netip.Addr
+	// PodNetwork and LocalStorage are Config's.
+	PodNetwork   PodNetwork
+	LocalStorage bool
 
 	kubeconfigs *[]componentKubeconfig
 }
@@ -122,11 +125,6 @@ type Needs struct {
 	// certificates kubelets ask for with nodejoin's bootstrap tokens: the
 	// server then admits agents, the nodes that join with its token.
 	NodeJoins bool
-	// NodeUser, if set, is the user, and its groups, that the component's
-	// part on a node acts as there (localstorage's provisioner), given the
-	// node's name: a node is given a client certificate for it when it
-	// joins (Server.NodeUserCertificate). One component at most sets it.
-	NodeUser func(node string) (user string, groups []string)
 }
 
 // componentKubeconfig is a kubeconfig Settings.DelegateToServer asked for.
@@ -151,6 +149,8 @@ func (cc *completedConfig) componentSettings() Settings {
 		ServiceClusterIPRange:        cc.ServiceClusterIPRange,
 		ClusterDomain:                cc.ClusterDomain,
 		ClusterDNS:                   cc.clusterDNS,
+		PodNetwork:                   cc.PodNetwork,
+		LocalStorage:                 cc.LocalStorage,
 		kubeconfigs:                  &cc.componentKubeconfigs,
 	}
 }

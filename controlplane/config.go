@@ -175,6 +175,13 @@ type Config struct {
 	// ClusterIP and the kubelets' clusterDNS (--cluster-dns). Default: the
 	// tenth address of the primary Service range (kubeadm's; 10.96.0.10).
 	ClusterDNS string
+	// PodNetwork is the cluster's pod network, which the nodes of
+	// `--node` and the agents are told (podnetwork runs it on each).
+	// Zero: none, the nodes' CNI is the user's.
+	PodNetwork PodNetwork
+	// LocalStorage is whether the nodes of `--node` and the agents make
+	// the volumes of the claims placed on them (localstorage).
+	LocalStorage bool
 
 	// Authentication is kube-apiserver's authentication group: client
 	// certificates (--client-ca-file: CAs accepted besides the generated
@@ -445,6 +452,9 @@ func (c Config) Complete() (CompletedConfig, error) {
 		if cc.clusterDNS, err = network.ClusterDNS(cc.ClusterDNS, serviceCIDRs.Primary); err != nil {
 			errs = append(errs, fmt.Errorf("--cluster-dns: %w", err))
 		}
+	}
+	if err := cc.PodNetwork.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, cc.completeAuthentication()...)
 	errs = append(errs, cc.Authorization.Validate()...)

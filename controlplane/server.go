@@ -28,6 +28,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/platform/auditpolicy"
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
+	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
 	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
@@ -212,17 +213,11 @@ func (s *Server) WriteUserKubeconfig(path, user string, groups []string) error {
 	return s.WriteKubeconfig(path, kp)
 }
 
-// NodeUserCertificate signs a client certificate for the user a
-// component's part on node acts as (Needs.NodeUser); nil when no
-// component has one.
-func (s *Server) NodeUserCertificate(node string) (*pki.KeyPair, error) {
-	for _, c := range s.cfg.components {
-		if c.needs.NodeUser != nil {
-			user, groups := c.needs.NodeUser(node)
-			return pki.NewClient(s.ca, user, groups)
-		}
-	}
-	return nil, nil
+// AgentCertificate signs a client certificate for node's agent
+// (nodejoin.AgentUser): what the node's process runs beside its kubelet
+// acts as.
+func (s *Server) AgentCertificate(node string) (*pki.KeyPair, error) {
+	return pki.NewClient(s.ca, nodejoin.AgentUser(node), []string{nodejoin.AgentsGroup})
 }
 
 // WriteKubeconfig writes a kubeconfig for this server that authenticates

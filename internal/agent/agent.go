@@ -185,6 +185,8 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 		CA:             client.CA,
 		DNS:            dns,
 		DNSDomain:      creds.ClusterDomain,
+		PodNetwork:     controlplane.PodNetwork{ClusterCIDR: creds.ClusterCIDR, Backend: creds.FlannelBackend},
+		LocalStorage:   creds.LocalStorage,
 		BootstrapToken: func(context.Context) (string, error) { return creds.BootstrapToken, nil },
 		WriteProxyKubeconfig: func(path string) error {
 			certs, err := pki.ParseCertificates("kube-proxy's certificate", creds.ProxyCert)
@@ -194,16 +196,13 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 			return pki.WriteKubeconfig(path, controlplane.ClusterName, balancerURL(o.BalancerPort), client.CA,
 				&pki.KeyPair{Cert: certs[0], CertPEM: creds.ProxyCert, KeyPEM: creds.ProxyKey})
 		},
-		WriteStorageKubeconfig: func(path string) (bool, error) {
-			if creds.NodeUserCert == nil {
-				return false, nil
-			}
-			certs, err := pki.ParseCertificates("local storage's certificate", creds.NodeUserCert)
+		WriteAgentKubeconfig: func(path string) error {
+			certs, err := pki.ParseCertificates("the node agent's certificate", creds.AgentCert)
 			if err != nil {
-				return false, err
+				return err
 			}
-			return true, pki.WriteKubeconfig(path, controlplane.ClusterName, balancerURL(o.BalancerPort), client.CA,
-				&pki.KeyPair{Cert: certs[0], CertPEM: creds.NodeUserCert, KeyPEM: creds.NodeUserKey})
+			return pki.WriteKubeconfig(path, controlplane.ClusterName, balancerURL(o.BalancerPort), client.CA,
+				&pki.KeyPair{Cert: certs[0], CertPEM: creds.AgentCert, KeyPEM: creds.AgentKey})
 		},
 	})
 }

@@ -192,8 +192,13 @@ func TestBadServerFlags(t *testing.T) {
 		{"simulated node CIDR smaller than a /24", []string{"--simulated-node-cidr=10.128.0.0/25"}, "--simulated-node-cidr"},
 		{"simulated node CIDR too small for the count", []string{"--simulated-nodes=3", "--simulated-node-cidr=10.128.0.0/23"}, "--simulated-node-cidr"},
 		// The default, 10.128.0.0/12, holds 4096 /24s.
-		{"default simulated node CIDR too small for the count", []string{"--allocate-node-cidrs=false", "--simulated-nodes=4097"}, "--simulated-node-cidr"},
+		{"default simulated node CIDR too small for the count", []string{"--allocate-node-cidrs=false", "--flannel-backend=none", "--simulated-nodes=4097"}, "--simulated-node-cidr"},
 		{"default cluster CIDR too small for the simulated nodes", []string{"--simulated-nodes=257"}, "--cluster-cidr"},
+		// The pod network.
+		{"unknown flannel backend", []string{"--flannel-backend=wireguard"}, "--flannel-backend"},
+		{"pod network without node CIDRs", []string{"--allocate-node-cidrs=false"}, "--allocate-node-cidrs"},
+		{"pod network on an IPv6 cluster CIDR", []string{"--cluster-cidr=fd00:42::/56"}, "--cluster-cidr"},
+		{"CNI configuration not absolute", []string{"--node", "--flannel-cni-conf=net.d/10.conflist"}, "--flannel-cni-conf"},
 		{"zero simulated node lease duration", []string{"--simulated-node-lease-duration=0s"}, "--simulated-node-lease-duration"},
 		{"simulated node lease duration under a second", []string{"--simulated-node-lease-duration=500ms"}, "--simulated-node-lease-duration"},
 		{"negative simulated node lease duration", []string{"--simulated-node-lease-duration=-40s"}, "--simulated-node-lease-duration"},

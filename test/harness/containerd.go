@@ -37,18 +37,22 @@ const (
 // containernetworking-plugins, and upstream's default.
 var cniPluginDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
 
+// cniPlugins are the plugins the pod network's configuration uses, and
+// the runtime's loopback.
+var cniPlugins = []string{"bridge", "host-local", "portmap", "loopback"}
+
 // StartContainerd runs containerd, with runc, until the test ends, on state
 // of the test's own, and returns its CRI endpoint for the kubelet's
-// --container-runtime-endpoint. Pods get addresses from podCIDR on a CNI
-// bridge (the bridge and host-local plugins); its first address is the
-// bridge's, so the test reaches Pods directly.
+// --container-runtime-endpoint. Its CNI configuration is what the node
+// writes in CNIConfDir (kubeboot's pod network); the plugins are the
+// machine's.
 //
 // Call it inside the test's network and mount namespace (InNetNS), and
 // RequireContainerd before entering it: it mounts tmpfs over
-// /run/containerd and /run/netns, where containerd keeps its shims'
-// sockets and the Pods' network namespaces, so nothing of it outlives the
-// namespace.
-func StartContainerd(t *testing.T, podCIDR string) string {
+// /run/containerd, /run/netns and CNIConfDir, where containerd keeps its
+// shims' sockets and the Pods' network namespaces and reads its network,
+// so nothing of it outlives the namespace.
+func StartContainerd(t *testing.T) string {
 	t.Helper()
 	plugins := RequireContainerd(t)
 	for _, dir := range []string{"/run/containerd", "/run/netns"} {
@@ -61,15 +65,9 @@ func StartContainerd(t *testing.T, podCIDR string) string {
 		t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
 	}
 
+	privateDir(t, CNIConfDir)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "containerd.sock")
-	netConf := filepath.Join(dir, "net.d")
-	if err := os.Mkdir(netConf, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(netConf, "10-bridge.conflist"), bridgeNetwork(podCIDR), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	// restrict_oom_score_adj: the kubelet asks for oom_score_adj -998 for
 	// a sandbox, which needs CAP_SYS_RESOURCE; these machines' root lacks
 	// it, and runc fails. Restricted, the containers keep containerd's.
@@ -84,7 +82,7 @@ state = %q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, PauseImage, plugins, netConf)
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, PauseImage, plugins, CNIConfDir)
 	configPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -146,7 +144,8 @@ state = %q
 
 // RequireContainerd skips the test, or fails it when CI=true, unless
 // containerd, ctr and runc are on PATH and the CNI bridge plugin is
-// installed. It returns the plugins' directory.
+// installed, with the others the pod network uses. It returns the
+// plugins' directory.
 func RequireContainerd(t testing.TB) string {
 	t.Helper()
 	for _, tool := range []string{"containerd", "ctr", "runc"} {
@@ -155,35 +154,18 @@ func RequireContainerd(t testing.TB) string {
 		}
 	}
 	for _, dir := range cniPluginDirs {
-		if _, err := os.Stat(filepath.Join(dir, "bridge")); err == nil {
-			return dir
+		if _, err := os.Stat(filepath.Join(dir, "bridge")); err != nil {
+			continue
 		}
+		for _, plugin := range cniPlugins {
+			if _, err := os.Stat(filepath.Join(dir, plugin)); err != nil {
+				skipOrFail(t, fmt.Sprintf("no CNI %s plugin in %s", plugin, dir))
+			}
+		}
+		return dir
 	}
 	skipOrFail(t, fmt.Sprintf("no CNI bridge plugin in %v", cniPluginDirs))
 	return ""
-}
-
-// bridgeNetwork is the CNI network of StartContainerd's Pods.
-func bridgeNetwork(podCIDR string) []byte {
-	conf := map[string]any{
-		"cniVersion": "0.4.0",
-		"name":       "kubeboot-test",
-		"plugins": []any{
-			map[string]any{
-				"type":      "bridge",
-				"bridge":    "cni0",
-				"isGateway": true,
-				"ipam": map[string]any{
-					"type":   "host-local",
-					"ranges": [][]map[string]string{{{"subnet": podCIDR}}},
-					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
-				},
-			},
-			map[string]any{"type": "loopback"},
-		},
-	}
-	b, _ := json.Marshal(conf) // maps of strings and slices always marshal
-	return b
 }
 
 // buildTestContainer builds ./testcontainer, static, into the test's

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -22,6 +23,9 @@ func NodeArgs(t testing.TB, cri string) []string {
 			t.Fatalf("mount tmpfs on %s: %v", dir, err)
 		}
 	}
+	// The pod network's CNI configuration (podnetwork.DefaultCNIConf),
+	// where StartContainerd's runtime reads it.
+	privateDir(t, CNIConfDir)
 	// The kubelet makes its root directory a shared mount of itself;
 	// detached, the directory can be removed.
 	kubeletDir := t.TempDir()
@@ -40,4 +44,39 @@ func NodeArgs(t testing.TB, cri string) []string {
 		// nf_conntrack_max is not the namespace's to set.
 		"--proxy-arg=--conntrack-max-per-core=0",
 	}
+}
+
+// CNIConfDir is where the nodes of the tests write their CNI
+// configuration, kubeboot's default, made private to the test's mount
+// namespace (NodeArgs, StartContainerd).
+const CNIConfDir = "/etc/cni/net.d"
+
+var (
+	privateMu   sync.Mutex
+	privateDirs = map[string]bool{}
+)
+
+// privateDir mounts tmpfs on dir, in the test's own mount namespace, for
+// the rest of the test, unless it is mounted already: a runtime watching
+// the directory must see what a node writes there later.
+func privateDir(t testing.TB, dir string) {
+	t.Helper()
+	privateMu.Lock()
+	defer privateMu.Unlock()
+	if privateDirs[dir] {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, ""); err != nil {
+		t.Fatalf("mount tmpfs on %s: %v", dir, err)
+	}
+	privateDirs[dir] = true
+	t.Cleanup(func() {
+		_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		privateMu.Lock()
+		delete(privateDirs, dir)
+		privateMu.Unlock()
+	})
 }

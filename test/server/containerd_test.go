@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ import (
 // TestServerNodeContainerd runs `kubeboot server --node` with its kubelet on
 // containerd and runc, in a private network and mount namespace: real
 // containers, from images made on the machine (harness.StartContainerd), on
-// a CNI bridge. It checks that a Pod's container runs and answers on the
+// kubeboot's pod network (flannel, the CNI bridge). It checks that a Pod's container runs and answers on the
 // Pod's IP, that `kubectl logs` and `kubectl exec` reach it through the
 // apiserver and the kubelet, that a ClusterIP Service reaches it through
 // kube-proxy, that a claim gets a volume in the node's local storage whose
@@ -38,7 +39,7 @@ func TestServerNodeContainerd(t *testing.T) {
 	if !ok {
 		return
 	}
-	srv, _, _ := startNodeServer(t, addr, harness.StartContainerd(t, "10.244.0.0/24"))
+	srv, _, _ := startNodeServer(t, addr, harness.StartContainerd(t))
 	client := srv.MustClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -72,6 +73,20 @@ func TestServerNodeContainerd(t *testing.T) {
 	last := runPod(ctx, t, client, pod)
 	// The container's hostname is the Pod's name.
 	const hello = "hello from web"
+
+	t.Run("the Pod is on the node's pod network", func(t *testing.T) {
+		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !podNetworkUp(node) {
+			t.Errorf("node %s: conditions %v; want NetworkUnavailable False, reason FlannelIsUp", nodeName, node.Status.Conditions)
+		}
+		cidr, err := netip.ParsePrefix(node.Spec.PodCIDR)
+		if ip, perr := netip.ParseAddr(last.Status.PodIP); err != nil || perr != nil || !cidr.Contains(ip) {
+			t.Errorf("Pod IP %s not in node %s's pod CIDR %q", last.Status.PodIP, nodeName, node.Spec.PodCIDR)
+		}
+	})
 
 	t.Run("the container answers on the Pod's IP", func(t *testing.T) {
 		if got, err := dialHello(net.JoinHostPort(last.Status.PodIP, "8080")); got != hello {
@@ -206,4 +221,15 @@ func checkLocalVolume(ctx context.Context, t *testing.T, srv *harness.APIServer,
 	if err != nil {
 		t.Errorf("volume %s or its directory %s still there after the claim's deletion: %v", c.Spec.VolumeName, dir, err)
 	}
+}
+
+// podNetworkUp reports whether node's pod network (flannel) marked its
+// network available.
+func podNetworkUp(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeNetworkUnavailable {
+			return c.Status == corev1.ConditionFalse && c.Reason == "FlannelIsUp"
+		}
+	}
+	return false
 }

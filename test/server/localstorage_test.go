@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
+	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -106,7 +107,7 @@ func checkSimulatedLocalStorage(t *testing.T, srv *harness.APIServer, client kub
 			if err != nil {
 				t.Fatal(err)
 			}
-			config.Impersonate = rest.ImpersonationConfig{UserName: localstorage.NodeUser(node), Groups: []string{localstorage.NodeGroup}}
+			config.Impersonate = rest.ImpersonationConfig{UserName: nodejoin.AgentUser(node), Groups: []string{nodejoin.AgentsGroup}}
 			return kubernetes.NewForConfigOrDie(config)
 		}
 		newPV := func(name, node string) *corev1.PersistentVolume {

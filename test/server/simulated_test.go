@@ -57,7 +57,7 @@ func TestSimulatedNodes(t *testing.T) {
 		// The node lifecycle controller looks at the nodes every second
 		// (5s by default), so that it taints the failed node at once.
 		"--controller-manager-arg=--node-monitor-period=1s",
-		"--allocate-node-cidrs=false", "--simulated-node-cidr="+simulatedCIDR,
+		"--allocate-node-cidrs=false", "--flannel-backend=none", "--simulated-node-cidr="+simulatedCIDR,
 		fmt.Sprintf("--simulated-node-lease-duration=%s", simulatedLease),
 		fmt.Sprintf("--simulated-pod-startup-delay=%s", simulatedStartupDelay),
 	)

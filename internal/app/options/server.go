@@ -88,6 +88,8 @@ func NewServer() (*Server, error) {
 	// Nodes join a server's cluster as kubeadm's do, with bootstrap
 	// tokens (`kubeboot agent`, --node), so a server authenticates them.
 	o.ControlPlane.Authentication.BootstrapToken.Enable = true
+	// Their Pods reach each other through flannel's vxlan, as k3s's.
+	o.ControlPlane.PodNetwork.Backend = controlplane.PodNetworkVXLAN
 	o.controllerManagerFlags = flagSet("kube-controller-manager",
 		kubecontrollermanager.Flags(cm).FlagSets)
 	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
@@ -119,6 +121,9 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ControlPlane.ClusterDNS, "cluster-dns", o.ControlPlane.ClusterDNS,
 		"The cluster DNS's address, the kube-dns Service's ClusterIP, which the kubelets give Pods (default: the Service range's tenth address, 10.96.0.10).")
 	o.ClusterDNS.AddFlags(fs)
+	fs.StringVar(&o.ControlPlane.PodNetwork.Backend, "flannel-backend", o.ControlPlane.PodNetwork.Backend,
+		"How the nodes' Pods reach each other (flannel, in each node's process): "+strings.Join(controlplane.PodNetworkBackends, ", ")+
+			"; none leaves the CNI to you. The nodes' pod CIDRs come from --cluster-cidr.")
 	fs.StringSliceVar(&o.Disable, "disable", o.Disable,
 		"Pieces the server leaves out (repeatable, or comma-separated): "+strings.Join(disableable, ", ")+".")
 	fs.StringArrayVar(&o.ControllerManagerArgs, "controller-manager-arg", nil,
@@ -170,6 +175,10 @@ func (o *Server) Validate() error {
 	}
 	errs = append(errs, o.SimulatedNodes.Validate()...)
 	errs = append(errs, o.validateNodeCIDRs())
+	if o.ControlPlane.PodNetwork.Enabled() && !o.allocatesNodeCIDRs() {
+		errs = append(errs, fmt.Errorf("--flannel-backend %s needs --allocate-node-cidrs: flannel routes each node's pod CIDR (or --flannel-backend=none)",
+			o.ControlPlane.PodNetwork.Backend))
+	}
 	errs = append(errs, o.validateNode())
 	return errors.Join(errs...)
 }
@@ -233,6 +242,7 @@ func (o *Server) validateNode() error {
 // process, and the simulated nodes and this host's node when asked for.
 func (o *Server) Config() controlplane.Config {
 	c := o.APIServer.Config()
+	c.PodNetwork.ClusterCIDR = o.ControllerManager.KubeCloudShared.ClusterCIDR
 	// kube-controller-manager signs the kubelets' certificates;
 	// kubeletclient approves a node's first client certificate, for the
 	// node its bootstrap token names, and kubeletserving the serving
@@ -245,6 +255,7 @@ func (o *Server) Config() controlplane.Config {
 		c.Components = append(c.Components, clusterdns.New(o.ClusterDNS))
 	}
 	if !slices.Contains(o.Disable, "local-storage") {
+		c.LocalStorage = true
 		c.Components = append(c.Components, localstorage.New(o.SimulatedNodes.Count > 0))
 	}
 	if !slices.Contains(o.Disable, "servicelb") {

@@ -1,6 +1,7 @@
 package hostnode
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,10 +33,12 @@ const passwordFileName = "password"
 
 // Joined reports whether the node in dir has joined and needs nothing
 // from a server to start: its kubelet holds a client certificate valid at
-// now, and kube-proxy has its kubeconfig.
+// now, and kube-proxy and the node's agent have their kubeconfigs.
 func Joined(dir string, now time.Time) bool {
-	if _, err := os.Stat(filepath.Join(dir, proxyKubeconfigName)); err != nil {
-		return false
+	for _, name := range []string{proxyKubeconfigName, agentKubeconfigName} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return false
+		}
 	}
 	path := filepath.Join(dir, kubeletCertDirName, kubeletClientCertName)
 	data, err := os.ReadFile(path)
@@ -47,7 +50,8 @@ func Joined(dir string, now time.Time) bool {
 }
 
 // JoinedCluster is the cluster as the node in dir, which has joined
-// (Joined), keeps it: the CA and the cluster DNS its kubelet was given.
+// (Joined), keeps it: the CA and the cluster DNS its kubelet was given,
+// the pod network and whether it has local storage.
 func JoinedCluster(dir string) (Cluster, error) {
 	ca, err := os.ReadFile(filepath.Join(dir, clientCAName))
 	if err != nil {
@@ -66,6 +70,9 @@ func JoinedCluster(dir string) (Cluster, error) {
 		if c.DNS, err = netip.ParseAddr(cfg.ClusterDNS[0]); err != nil {
 			return Cluster{}, fmt.Errorf("%s: clusterDNS: %w", kubeletConfigName, err)
 		}
+	}
+	if err := readClusterSettings(dir, &c); err != nil {
+		return Cluster{}, err
 	}
 	return c, nil
 }
@@ -99,4 +106,33 @@ func StorePassword(dir, password string) error {
 // the server at url, verified against caPEM, and the bootstrap token.
 func writeBootstrapKubeconfig(path, url string, caPEM []byte, token string) error {
 	return kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithToken(url, controlplane.ClusterName, bootstrapUser, caPEM, token))
+}
+
+// clusterSettings are what a node keeps of the cluster's settings beyond
+// its kubelet's configuration, for its next start.
+type clusterSettings struct {
+	PodNetwork   controlplane.PodNetwork `json:"podNetwork"`
+	LocalStorage bool                    `json:"localStorage"`
+}
+
+func writeClusterSettings(dir string, c Cluster) error {
+	data, err := json.Marshal(clusterSettings{PodNetwork: c.PodNetwork, LocalStorage: c.LocalStorage})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, clusterSettingsName), data, 0o600)
+}
+
+func readClusterSettings(dir string, c *Cluster) error {
+	path := filepath.Join(dir, clusterSettingsName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var s clusterSettings
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	c.PodNetwork, c.LocalStorage = s.PodNetwork, s.LocalStorage
+	return nil
 }

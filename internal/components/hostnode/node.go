@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
+	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 )
 
@@ -38,7 +39,8 @@ const (
 	kubeletConfigName       = "kubelet-config.yaml"
 	kubeletCertDirName      = "pki"
 	proxyKubeconfigName     = "kube-proxy.kubeconfig"
-	storageKubeconfigName   = "local-storage.kubeconfig"
+	agentKubeconfigName     = "agent.kubeconfig"
+	clusterSettingsName     = "cluster.json"
 	clientCAName            = "ca.crt"
 )
 
@@ -57,6 +59,11 @@ type Cluster struct {
 	// kubelet's clusterDNS and clusterDomain.
 	DNS       netip.Addr
 	DNSDomain string
+	// PodNetwork is the cluster's pod network, which the node joins
+	// (podnetwork), and LocalStorage whether the node makes the volumes
+	// of the claims placed on it (localstorage).
+	PodNetwork   controlplane.PodNetwork
+	LocalStorage bool
 	// BootstrapToken returns the kubelet's bootstrap token for its first
 	// client certificate; it is called only while the node has not
 	// joined (Joined).
@@ -64,11 +71,10 @@ type Cluster struct {
 	// WriteProxyKubeconfig writes kube-proxy's kubeconfig to path; it is
 	// called only while the node has not joined.
 	WriteProxyKubeconfig func(path string) error
-	// WriteStorageKubeconfig, if set, writes the kubeconfig of the node's
-	// local storage provisioner (localstorage.NodeUser) to path, and
-	// reports false, writing nothing, when the cluster has no local
-	// storage. A node without that kubeconfig provisions no volumes.
-	WriteStorageKubeconfig func(path string) (bool, error)
+	// WriteAgentKubeconfig writes the kubeconfig of the node's agent
+	// (nodejoin.AgentUser), which its pod network and local storage act
+	// as, to path; it is called only while the node has not joined.
+	WriteAgentKubeconfig func(path string) error
 	// Started, if set, is called once the kubelet has started, with a
 	// context that ends when it stops.
 	Started func(context.Context)
@@ -83,6 +89,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	}
 	bootstrapKubeconfig := filepath.Join(dir, bootstrapKubeconfigName)
 	proxyKubeconfig := filepath.Join(dir, proxyKubeconfigName)
+	agentKubeconfig := filepath.Join(dir, agentKubeconfigName)
 	if !Joined(dir, time.Now()) {
 		token, err := c.BootstrapToken(ctx)
 		if err != nil {
@@ -94,18 +101,12 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		if err := c.WriteProxyKubeconfig(proxyKubeconfig); err != nil {
 			return fmt.Errorf("kube-proxy's kubeconfig: %w", err)
 		}
+		if err := c.WriteAgentKubeconfig(agentKubeconfig); err != nil {
+			return fmt.Errorf("the node agent's kubeconfig: %w", err)
+		}
 	}
-	storageKubeconfig := filepath.Join(dir, storageKubeconfigName)
-	if c.WriteStorageKubeconfig != nil {
-		ok, err := c.WriteStorageKubeconfig(storageKubeconfig)
-		if err != nil {
-			return fmt.Errorf("local storage's kubeconfig: %w", err)
-		}
-		if !ok {
-			if err := os.Remove(storageKubeconfig); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-		}
+	if err := writeClusterSettings(dir, c); err != nil {
+		return err
 	}
 	kubeletConfig := filepath.Join(dir, kubeletConfigName)
 	if err := writeKubeletConfig(dir, kubeletConfig, c, o.Taints); err != nil {
@@ -124,14 +125,32 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	}
 	kubeletDone := make(chan error, 1)
 	go func() { kubeletDone <- kubelet.Wait() }()
-	if err := o.startLocalStorage(kubeletCtx, dir, storageKubeconfig); err != nil {
+	agent, err := agentClient(agentKubeconfig)
+	if err != nil {
 		return err
 	}
+	if c.LocalStorage {
+		go localstorage.RunNode(kubeletCtx, agent, o.nodeName, o.localStoragePath(dir))
+	}
+	networkDone := make(chan error, 1)
+	go func() {
+		networkDone <- podnetwork.Run(kubeletCtx, podnetwork.Node{Name: o.nodeName, IP: o.nodeIP, Dir: dir,
+			Network: c.PodNetwork, Kubeconfig: agentKubeconfig, CNIConf: o.CNIConf})
+	}()
 	// kube-proxy stops only with the process (its informers and servers
 	// have no stop), so it is not waited for.
 	proxyDone := make(chan error, 1)
 	go func() { proxyDone <- o.runProxy(ctx, proxyKubeconfig) }()
 
+	// stopped stops the kubelet when another part of the node has.
+	stopped := func(part string, err error) error {
+		stopKubelet()
+		<-kubeletDone
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", part, err)
+	}
 	select {
 	case err := <-kubeletDone:
 		if ctx.Err() != nil {
@@ -142,12 +161,9 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		}
 		return fmt.Errorf("%w: %w", errKubeletExited, err)
 	case err := <-proxyDone:
-		stopKubelet()
-		<-kubeletDone
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("kube-proxy: %w", err)
+		return stopped("kube-proxy", err)
+	case err := <-networkDone:
+		return stopped("the pod network", err)
 	case <-ctx.Done():
 		<-kubeletDone
 		return nil
@@ -161,10 +177,12 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server, settings cont
 	dir := filepath.Join(s.DataDir(), nodeDirName)
 	admin := s.AdminConfig()
 	return o.Run(ctx, dir, Cluster{
-		URL:       s.URL(),
-		CA:        admin.CAData,
-		DNS:       settings.ClusterDNS,
-		DNSDomain: settings.ClusterDomain,
+		URL:          s.URL(),
+		CA:           admin.CAData,
+		DNS:          settings.ClusterDNS,
+		DNSDomain:    settings.ClusterDomain,
+		PodNetwork:   settings.PodNetwork,
+		LocalStorage: settings.LocalStorage,
 		BootstrapToken: func(ctx context.Context) (string, error) {
 			password, stored, err := Password(dir)
 			if err != nil {
@@ -184,12 +202,12 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server, settings cont
 			return token, err
 		},
 		WriteProxyKubeconfig: func(path string) error { return s.WriteUserKubeconfig(path, user.KubeProxy, nil) },
-		WriteStorageKubeconfig: func(path string) (bool, error) {
-			kp, err := s.NodeUserCertificate(o.nodeName)
-			if kp == nil || err != nil {
-				return false, err
+		WriteAgentKubeconfig: func(path string) error {
+			kp, err := s.AgentCertificate(o.nodeName)
+			if err != nil {
+				return err
 			}
-			return true, s.WriteKubeconfig(path, kp)
+			return s.WriteKubeconfig(path, kp)
 		},
 		Started: func(ctx context.Context) {
 			if err := s.TieNode(ctx, o.nodeName); err != nil && ctx.Err() == nil {
@@ -276,26 +294,19 @@ func (o *Options) runProxy(ctx context.Context, kubeconfig string) error {
 	return o.proxy.Run(ctx)
 }
 
-// startLocalStorage starts the node's local storage provisioner, which
-// makes the volumes of the claims placed on the node under
-// --default-local-storage-path, when the node has its kubeconfig.
-func (o *Options) startLocalStorage(ctx context.Context, dir, kubeconfig string) error {
-	if _, err := os.Stat(kubeconfig); errors.Is(err, os.ErrNotExist) {
-		klog.FromContext(ctx).Info("No local storage on this node: the cluster has none", "node", o.nodeName)
-		return nil
-	}
+// agentClient is a client of the node's agent.
+func agentClient(kubeconfig string) (kubernetes.Interface, error) {
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return fmt.Errorf("local storage's kubeconfig: %w", err)
+		return nil, fmt.Errorf("the node agent's kubeconfig: %w", err)
 	}
-	client, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return err
+	return kubernetes.NewForConfig(config)
+}
+
+// localStoragePath is where the node makes its local volumes.
+func (o *Options) localStoragePath(dir string) string {
+	if o.LocalStoragePath != "" {
+		return o.LocalStoragePath
 	}
-	root := o.LocalStoragePath
-	if root == "" {
-		root = filepath.Join(dir, localstorage.DirName)
-	}
-	go localstorage.RunNode(ctx, client, o.nodeName, root)
-	return nil
+	return filepath.Join(dir, localstorage.DirName)
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/kubelethost"
+	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
 )
 
 // Options are the flags of the host's node.
@@ -43,12 +45,17 @@ type Options struct {
 	// LocalStoragePath is --default-local-storage-path: where the node's
 	// local volumes are made; default <node dir>/storage.
 	LocalStoragePath string
+	// CNIConf is --flannel-cni-conf: where the node writes the CNI
+	// configuration of the pod network, for its runtime.
+	CNIConf string
 
 	// enabledBy is the flag that makes this host a node, "" for an agent,
 	// which is one anyway.
 	enabledBy string
-	// nodeName is the name the kubelet registers its Node by.
+	// nodeName is the name the kubelet registers its Node by, nodeIP the
+	// first of its --node-ip (invalid: none given).
 	nodeName string
+	nodeIP   netip.Addr
 	// proxy holds kube-proxy's options, ProxyArgs parsed by its own flag
 	// set, proxyFlags.
 	proxy      *proxyapp.Options
@@ -56,7 +63,7 @@ type Options struct {
 }
 
 // NewOptions returns the defaults: no node.
-func NewOptions() *Options { return &Options{} }
+func NewOptions() *Options { return &Options{CNIConf: podnetwork.DefaultCNIConf} }
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
@@ -80,6 +87,8 @@ func (o *Options) addArgFlags(fs *pflag.FlagSet, another string) {
 		another+" kube-proxy flag, as --name=value (repeatable), e.g. --proxy-arg=--proxy-mode=iptables.")
 	fs.StringVar(&o.LocalStoragePath, "default-local-storage-path", o.LocalStoragePath,
 		"Where the node makes its local-path volumes, a directory each (default: the node's directory's storage).")
+	fs.StringVar(&o.CNIConf, "flannel-cni-conf", o.CNIConf,
+		"Where the node writes the pod network's CNI configuration, which its container runtime reads.")
 }
 
 // NodeName is the name the node registers by (Validate first).
@@ -103,8 +112,10 @@ func (o *Options) Validate() error {
 		}
 		return nil
 	}
-	if o.LocalStoragePath != "" && !filepath.IsAbs(o.LocalStoragePath) {
-		return fmt.Errorf("--default-local-storage-path %q: not an absolute path", o.LocalStoragePath)
+	for flag, path := range map[string]string{"--default-local-storage-path": o.LocalStoragePath, "--flannel-cni-conf": o.CNIConf} {
+		if path != "" && !filepath.IsAbs(path) {
+			return fmt.Errorf("%s %q: not an absolute path", flag, path)
+		}
 	}
 	kubelet, err := kubelethost.ParseArgs(o.KubeletArgs)
 	if err != nil {
@@ -134,6 +145,11 @@ func (o *Options) Validate() error {
 	if o.nodeName, err = nodeutil.GetHostname(kubelet.HostnameOverride); err != nil {
 		return fmt.Errorf("the node's name: %w", err)
 	}
+	if first, _, _ := strings.Cut(kubelet.NodeIP, ","); first != "" {
+		if o.nodeIP, err = netip.ParseAddr(strings.TrimSpace(first)); err != nil {
+			return fmt.Errorf("--kubelet-arg=--node-ip: %w", err)
+		}
+	}
 	// kube-proxy finds its Node by the name the kubelet registers.
 	if kubelet.HostnameOverride != "" && !o.proxyFlags.Changed("hostname-override") {
 		if err := o.proxyFlags.Set("hostname-override", kubelet.HostnameOverride); err != nil {
@@ -154,7 +170,7 @@ func (o *Options) Validate() error {
 		}
 		return err
 	}
-	return nil
+	return podnetwork.CheckCNIConf(o.CNIConf)
 }
 
 // Component is this host's node (its kubelet and kube-proxy) as a

@@ -7,10 +7,10 @@
 // agent`, `kubeboot server --node`) provisions the claims the scheduler
 // places on it, in a directory of its own under its storage path
 // (--default-local-storage-path), and removes the directory when the
-// claim's volume is released. A node acts as a user of its own,
-// NodeUser(node), in group NodeGroup: RBAC lets the group write
-// PersistentVolumes, and a ValidatingAdmissionPolicy lets each node write
-// only its own, as NodeRestriction does for the kubelets. The server
+// claim's volume is released. A node acts as its agent
+// (nodejoin.AgentUser): RBAC lets the agents write PersistentVolumes, and
+// a ValidatingAdmissionPolicy lets each write only its own node's, as
+// NodeRestriction does for the kubelets. The server
 // provisions the claims placed on simulated nodes, which have no disk:
 // their volumes are the PersistentVolume objects alone.
 package localstorage
@@ -36,6 +36,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
+	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 )
 
 const (
@@ -50,22 +51,15 @@ const (
 	// User is the user the server provisions the simulated nodes' claims
 	// as.
 	User = "system:kubeboot:local-path"
-	// NodeGroup is the group of the nodes' users (NodeUser).
-	NodeGroup = "system:kubeboot:local-path-nodes"
 	// DirName is the storage path's default name: <data-dir>/storage, as
 	// k3s's /var/lib/rancher/k3s/storage.
 	DirName = "storage"
 
-	// nodeUserPrefix begins each node's user name; the node's name follows.
-	nodeUserPrefix = User + ":node:"
 	// fieldManager applies the nodes' admission policy.
 	fieldManager = "kubeboot-local-path"
 	// policyName names the policy and its binding.
 	policyName = "kubeboot-local-path-nodes"
 )
-
-// NodeUser is the user node's provisioner acts as, in group NodeGroup.
-func NodeUser(node string) string { return nodeUserPrefix + node }
 
 // rules are the rights of the provisioners, the nodes' and the server's.
 var rules = []rbacv1.PolicyRule{
@@ -92,19 +86,19 @@ func (*Component) Name() string { return "local storage" }
 // Complete implements controlplane.Component.
 func (*Component) Complete(controlplane.Settings) (controlplane.Needs, error) {
 	return controlplane.Needs{
-		User:     User,
-		Grant:    grant,
-		Allowed:  authorizationv1.ResourceAttributes{Verb: "create", Resource: "persistentvolumes"},
-		NodeUser: func(node string) (string, []string) { return NodeUser(node), []string{NodeGroup} },
+		User:    User,
+		Grant:   grant,
+		Allowed: authorizationv1.ResourceAttributes{Verb: "create", Resource: "persistentvolumes"},
 	}, nil
 }
 
-// grant gives the server's user and the nodes' group the provisioners'
-// rights, and admits a node's writes only to its own PersistentVolumes.
+// grant gives the server's user and the nodes' agents the provisioners'
+// rights, and admits an agent's writes only to its own node's
+// PersistentVolumes.
 func grant(ctx context.Context, client kubernetes.Interface) error {
 	if err := controlplane.GrantClusterRoleTo(User, []rbacv1.Subject{
 		{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: User},
-		{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: NodeGroup},
+		{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: nodejoin.AgentsGroup},
 	}, rules...)(ctx, client); err != nil {
 		return err
 	}
@@ -117,10 +111,10 @@ func grant(ctx context.Context, client kubernetes.Interface) error {
 			WithAPIGroups("").WithAPIVersions("*").WithResources("persistentvolumes").
 			WithOperations("CREATE", "UPDATE", "DELETE"))).
 		WithMatchConditions(admissionv1ac.MatchCondition().WithName("node-local-storage").
-			WithExpression(fmt.Sprintf("has(request.userInfo.groups) && %q in request.userInfo.groups", NodeGroup))).
+			WithExpression(nodejoin.IsAgent())).
 		WithValidations(admissionv1ac.Validation().
-			WithExpression(fmt.Sprintf("has(%[1]s.metadata.annotations) && %[2]q in %[1]s.metadata.annotations && "+
-				"request.userInfo.username == %[3]q + %[1]s.metadata.annotations[%[2]q]", object, NodeAnnotation, nodeUserPrefix)).
+			WithExpression(fmt.Sprintf("has(%[1]s.metadata.annotations) && %[2]q in %[1]s.metadata.annotations && ",
+				object, NodeAnnotation) + nodejoin.IsOwnAgent(fmt.Sprintf("%s.metadata.annotations[%q]", object, NodeAnnotation))).
 			WithMessage("a node's local storage writes only the PersistentVolumes of its own node").
 			WithReason(metav1.StatusReasonForbidden)))
 	apply := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
@@ -185,7 +179,7 @@ func ensureClass(ctx context.Context, client kubernetes.Interface) error {
 }
 
 // RunNode provisions the claims placed on node, in directories under root,
-// until ctx is done; client acts as NodeUser(node).
+// until ctx is done; client acts as node's agent (nodejoin.AgentUser).
 func RunNode(ctx context.Context, client kubernetes.Interface, node, root string) {
 	run(ctx, client, &provisioner{client: client, root: root, makeDirs: true,
 		serves: func(n string) bool { return n == node }})

@@ -64,11 +64,18 @@ type AgentCredentials struct {
 	// domain, for the kubelet's clusterDNS and clusterDomain.
 	ClusterDNS    string `json:"clusterDNS"`
 	ClusterDomain string `json:"clusterDomain"`
-	// NodeUserCert and NodeUserKey, when the cluster has local storage,
-	// are the client certificate and key its provisioner on the node acts
-	// with (localstorage.NodeUser).
-	NodeUserCert []byte `json:"nodeUserCert,omitempty"`
-	NodeUserKey  []byte `json:"nodeUserKey,omitempty"`
+	// ClusterCIDR and FlannelBackend are the cluster's pod network
+	// (controlplane.PodNetwork); FlannelBackend empty: none.
+	ClusterCIDR    string `json:"clusterCIDR,omitempty"`
+	FlannelBackend string `json:"flannelBackend,omitempty"`
+	// LocalStorage is whether the node makes the volumes of the claims
+	// placed on it (localstorage).
+	LocalStorage bool `json:"localStorage,omitempty"`
+	// AgentCert and AgentKey are the client certificate and key of the
+	// node's agent (nodejoin.AgentUser): its pod network and local
+	// storage act with them.
+	AgentCert []byte `json:"agentCert"`
+	AgentKey  []byte `json:"agentKey"`
 }
 
 // ErrNotYet is a change of the membership the cluster cannot make yet,

@@ -19,11 +19,13 @@ import (
 	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	admissionapply "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	rbacapply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
@@ -58,6 +60,16 @@ const (
 	MinPasswordLength = 32
 	// fieldManager applies the RBAC.
 	fieldManager = "kubeboot-nodejoin"
+	// AgentsGroup is the group of the nodes' own users (AgentUser): what
+	// a node's process runs beside its kubelet and kube-proxy (the pod
+	// network, local storage) acts as its node's.
+	AgentsGroup = "system:kubeboot:agents"
+	// agentUserPrefix begins an agent user's name; the node's follows.
+	agentUserPrefix = "system:kubeboot:agent:"
+	// agentRole is the agents' ClusterRole, and its binding's name.
+	agentRole = "kubeboot:agent"
+	// ownNodePolicy keeps an agent's writes of Nodes to its own.
+	ownNodePolicy = "kubeboot-agents-own-node"
 )
 
 // ErrRefused is a join Admit refuses: a name it cannot bind, or one bound
@@ -157,28 +169,71 @@ func issueToken(ctx context.Context, client kubernetes.Interface, nodeName strin
 	return token, nil
 }
 
+// AgentUser is the user of node's process beside its kubelet, in group
+// AgentsGroup.
+func AgentUser(node string) string { return agentUserPrefix + node }
+
+// IsOwnAgent is the CEL expression, for an admission policy, that holds
+// when the request's user is the agent of the node named nodeExpr.
+func IsOwnAgent(nodeExpr string) string {
+	return fmt.Sprintf("request.userInfo.username == %q + %s", agentUserPrefix, nodeExpr)
+}
+
+// IsAgent is the CEL match condition that holds when the request's user
+// is a node's agent.
+func IsAgent() string {
+	return fmt.Sprintf("has(request.userInfo.groups) && %q in request.userInfo.groups", AgentsGroup)
+}
+
 // ensureRBAC lets Group's tokens ask for node client certificates and
 // read Nodes (the kubelet looks its Node up before it registers), and
 // lets nodes renew their own certificates, and lets the apiserver use the
 // kubelets' API (logs, exec): kubeadm's TLS bootstrap RBAC, without the
-// binding that has any request of a bootstrap token approved.
+// binding that has any request of a bootstrap token approved. The nodes'
+// agents may read every Node and write their own (flannel keeps its
+// node's annotations and NetworkUnavailable condition), which an
+// admission policy holds them to.
 func ensureRBAC(ctx context.Context, client kubernetes.Interface) error {
 	const getNodes = "kubeboot:get-nodes"
-	role := rbacapply.ClusterRole(getNodes).WithRules(
-		rbacapply.PolicyRule().WithAPIGroups("").WithResources("nodes").WithVerbs("get"))
-	if _, err := client.RbacV1().ClusterRoles().Apply(ctx, role, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
-		return err
+	apply := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
+	for _, role := range []*rbacapply.ClusterRoleApplyConfiguration{
+		rbacapply.ClusterRole(getNodes).WithRules(
+			rbacapply.PolicyRule().WithAPIGroups("").WithResources("nodes").WithVerbs("get")),
+		rbacapply.ClusterRole(agentRole).WithRules(
+			rbacapply.PolicyRule().WithAPIGroups("").WithResources("nodes").WithVerbs("get", "list", "watch", "patch"),
+			rbacapply.PolicyRule().WithAPIGroups("").WithResources("nodes/status").WithVerbs("patch")),
+	} {
+		if _, err := client.RbacV1().ClusterRoles().Apply(ctx, role, apply); err != nil {
+			return err
+		}
+	}
+	policy := admissionapply.ValidatingAdmissionPolicy(ownNodePolicy).WithSpec(admissionapply.ValidatingAdmissionPolicySpec().
+		WithFailurePolicy(admissionregistrationv1.Fail).
+		WithMatchConstraints(admissionapply.MatchResources().WithResourceRules(admissionapply.NamedRuleWithOperations().
+			WithAPIGroups("").WithAPIVersions("*").WithResources("nodes", "nodes/status").
+			WithOperations(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete))).
+		WithMatchConditions(admissionapply.MatchCondition().WithName("agent").WithExpression(IsAgent())).
+		WithValidations(admissionapply.Validation().WithExpression(IsOwnAgent("request.name")).
+			WithMessage("a node's agent writes only its own Node").WithReason(metav1.StatusReasonForbidden)))
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Apply(ctx, policy, apply); err != nil {
+		return fmt.Errorf("ValidatingAdmissionPolicy %s: %w", ownNodePolicy, err)
+	}
+	policyBinding := admissionapply.ValidatingAdmissionPolicyBinding(ownNodePolicy).WithSpec(admissionapply.ValidatingAdmissionPolicyBindingSpec().
+		WithPolicyName(ownNodePolicy).WithValidationActions(admissionregistrationv1.Deny))
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, policyBinding, apply); err != nil {
+		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s: %w", ownNodePolicy, err)
 	}
 	for _, b := range []struct{ name, role, kind, subject string }{
 		{"kubeboot:kubelet-bootstrap", "system:node-bootstrapper", rbacv1.GroupKind, Group},
 		{getNodes, getNodes, rbacv1.GroupKind, Group},
+		{agentRole, agentRole, rbacv1.GroupKind, AgentsGroup},
 		{"kubeboot:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, "system:nodes"},
 		{"kubeboot:apiserver-kubelet-api-admin", "system:kubelet-api-admin", rbacv1.UserKind, kubeadmconstants.APIServerKubeletClientCertCommonName},
 	} {
 		binding := rbacapply.ClusterRoleBinding(b.name).
 			WithRoleRef(rbacapply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(b.role)).
 			WithSubjects(rbacapply.Subject().WithAPIGroup(rbacv1.GroupName).WithKind(b.kind).WithName(b.subject))
-		if _, err := client.RbacV1().ClusterRoleBindings().Apply(ctx, binding, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		if _, err := client.RbacV1().ClusterRoleBindings().Apply(ctx, binding, apply); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,89 @@
+// Package podnetwork connects the Pods of every node: flannel, as k3s
+// embeds it, run in the node's process (`kubeboot agent`, `kubeboot
+// server --node`). kube-controller-manager gives each node a pod CIDR of
+// the cluster's (--cluster-cidr); flannel's kube subnet manager reads
+// them from the Nodes, its backend (vxlan by default, or host-gw) routes
+// each node's range to that node, and its traffic manager masquerades
+// Pods' traffic leaving the cluster's range. The node writes the CNI
+// configuration its runtime reads: the bridge plugin on the node's pod
+// CIDR (host-local addresses), with flannel's MTU, as flannel's own CNI
+// plugin would delegate to it, and portmap for host ports. The
+// `none` backend leaves the CNI to the user (Calico, Cilium).
+package podnetwork
+
+import (
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+)
+
+// DefaultCNIConf is where the node writes its CNI configuration by
+// default: where containerd and CRI-O read it.
+const DefaultCNIConf = "/etc/cni/net.d/10-flannel.conflist"
+
+// annotationPrefix prefixes the annotations flannel keeps on the Nodes
+// (its backend's data, the public IP), flannel's own.
+const annotationPrefix = "flannel.alpha.coreos.com"
+
+// resyncSeconds is how often the traffic manager checks its rules.
+const resyncSeconds = 60
+
+// The files of the pod network in the node's directory.
+const (
+	dirName        = "flannel"
+	netConfName    = "net-conf.json"
+	subnetFileName = "subnet.env"
+)
+
+// netConf is flannel's network configuration (its net-conf.json).
+type netConf struct {
+	Network        string
+	EnableNFTables bool
+	Backend        struct{ Type string }
+}
+
+// writeNetConf writes n as flannel's network configuration in dir, the
+// node's, and returns its path.
+func writeNetConf(dir string, n controlplane.PodNetwork) (string, error) {
+	path := filepath.Join(dir, dirName, netConfName)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	conf := netConf{Network: n.ClusterCIDR, EnableNFTables: useNFTables()}
+	conf.Backend.Type = n.Backend
+	data, err := json.Marshal(conf)
+	if err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// Node is a node of the pod network.
+type Node struct {
+	// Name is the Node's name.
+	Name string
+	// IP is the address the node's traffic to other nodes leaves from;
+	// invalid: the default route's interface's.
+	IP netip.Addr
+	// Dir is the node's directory, where flannel's files go.
+	Dir string
+	// Network is the cluster's pod network.
+	Network controlplane.PodNetwork
+	// Kubeconfig is the node's agent's (nodejoin.AgentUser): flannel
+	// reads the Nodes and writes its own Node's annotations and
+	// NetworkUnavailable condition.
+	Kubeconfig string
+	// CNIConf is the CNI configuration file the node writes.
+	CNIConf string
+}
+
+// useNFTables reports whether the traffic rules are nftables': where the
+// host has nft (knftables drives it), as kube-proxy's mode is chosen.
+func useNFTables() bool {
+	_, err := exec.LookPath("nft")
+	return err == nil
+}

@@ -1,0 +1,213 @@
+package podnetwork
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/flannel-io/flannel/pkg/backend"
+	_ "github.com/flannel-io/flannel/pkg/backend/hostgw" // the host-gw backend
+	_ "github.com/flannel-io/flannel/pkg/backend/vxlan"  // the vxlan backend
+	"github.com/flannel-io/flannel/pkg/ip"
+	"github.com/flannel-io/flannel/pkg/ipmatch"
+	"github.com/flannel-io/flannel/pkg/subnet/kube"
+	"github.com/flannel-io/flannel/pkg/trafficmngr"
+	"github.com/flannel-io/flannel/pkg/trafficmngr/iptables"
+	"github.com/flannel-io/flannel/pkg/trafficmngr/nftables"
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// CheckCNIConf reports, naming the flag, whether the node could write its
+// CNI configuration at path, without writing it.
+func CheckCNIConf(path string) error {
+	// The nearest directory that exists must be writable.
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if fi, err := os.Stat(dir); err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("--flannel-cni-conf %s: %s is not a directory", path, dir)
+			}
+			if err := unix.Access(dir, unix.W_OK); err != nil {
+				return fmt.Errorf("--flannel-cni-conf %s: directory %s is not writable: %w", path, dir, err)
+			}
+			return nil
+		}
+		if dir == filepath.Dir(dir) {
+			return nil
+		}
+	}
+}
+
+// Run runs the node's pod network until ctx is done (with none, it only
+// waits): it waits for the
+// kubelet's credentials and the node's pod CIDR, sets flannel's network
+// up, writes the CNI configuration, and then follows the other nodes.
+func Run(ctx context.Context, node Node) error {
+	if !node.Network.Enabled() {
+		<-ctx.Done()
+		return nil
+	}
+	logger := klog.FromContext(ctx).WithName("podnetwork")
+	ctx = klog.NewContext(ctx, logger)
+	podCIDR, err := waitPodCIDR(ctx, node)
+	if err != nil {
+		return err
+	}
+	// flannel's kube subnet manager takes its node's name from the
+	// environment, as a DaemonSet's Pod has it; the process runs one node.
+	if err := os.Setenv("NODE_NAME", node.Name); err != nil {
+		return err
+	}
+	netConf, err := writeNetConf(node.Dir, node.Network)
+	if err != nil {
+		return fmt.Errorf("flannel's network configuration: %w", err)
+	}
+	sm, err := kube.NewSubnetManager(ctx, "", node.Kubeconfig, annotationPrefix, netConf, true)
+	if err != nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	config, err := sm.GetNetworkConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	ipStack, err := ipmatch.GetIPFamily(config.EnableIPv4, config.EnableIPv6)
+	if err != nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	var iface string
+	if node.IP.IsValid() {
+		iface = node.IP.String()
+	}
+	extIface, err := ipmatch.LookupExtIface(iface, "", "", ipStack, ipmatch.PublicIPOpts{PublicIP: iface})
+	if err != nil {
+		return fmt.Errorf("flannel: the node's interface: %w", err)
+	}
+	be, err := backend.NewManager(ctx, sm, extIface).GetBackend(config.BackendType)
+	if err != nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	bn, err := be.RegisterNetwork(ctx, &wg, config)
+	if err != nil {
+		return fmt.Errorf("flannel's %s backend: %w", config.BackendType, err)
+	}
+	traffic := trafficManager()
+	if err := traffic.Init(ctx); err != nil {
+		return fmt.Errorf("flannel's traffic rules: %w", err)
+	}
+	if err := traffic.SetupAndEnsureMasqRules(ctx, config.Network, ip.IP4Net{}, ip.IP4Net{}, config.IPv6Network, ip.IP6Net{}, ip.IP6Net{},
+		bn.Lease(), resyncSeconds, false); err != nil {
+		return fmt.Errorf("flannel's masquerade rules: %w", err)
+	}
+	traffic.SetupAndEnsureForwardRules(ctx, config.Network, config.IPv6Network, resyncSeconds)
+	if err := sm.HandleSubnetFile(filepath.Join(node.Dir, dirName, subnetFileName), config, true, bn.Lease().Subnet, bn.Lease().IPv6Subnet, bn.MTU()); err != nil {
+		return fmt.Errorf("flannel's subnet file: %w", err)
+	}
+	if lease := bn.Lease().Subnet.String(); lease != podCIDR.String() {
+		return fmt.Errorf("flannel took %s, but node %s's pod CIDR is %s", lease, node.Name, podCIDR)
+	}
+	if err := writeCNIConf(node.CNIConf, podCIDR, bn.MTU()); err != nil {
+		return fmt.Errorf("--flannel-cni-conf %s: %w", node.CNIConf, err)
+	}
+	logger.Info("The pod network is up", "backend", config.BackendType, "podCIDR", podCIDR, "interface", extIface.Iface.Name, "mtu", bn.MTU())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bn.Run(ctx)
+	}()
+	// Marks the Node's network available.
+	if err := sm.CompleteLease(ctx, bn.Lease(), &wg); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// waitPodCIDR waits until the kubelet has its credentials and
+// kube-controller-manager has given the node its pod CIDR.
+func waitPodCIDR(ctx context.Context, node Node) (netip.Prefix, error) {
+	var podCIDR netip.Prefix
+	var client kubernetes.Interface
+	logged := false
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		if client == nil {
+			if _, err := os.Stat(node.Kubeconfig); err != nil {
+				return false, nil
+			}
+			config, err := clientcmd.BuildConfigFromFlags("", node.Kubeconfig)
+			if err != nil {
+				return false, err
+			}
+			if client, err = kubernetes.NewForConfig(config); err != nil {
+				return false, err
+			}
+		}
+		n, err := client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil || n.Spec.PodCIDR == "" {
+			if !logged {
+				klog.FromContext(ctx).Info("Waiting for the node's pod CIDR", "node", node.Name)
+				logged = true
+			}
+			return false, nil
+		}
+		podCIDR, err = netip.ParsePrefix(n.Spec.PodCIDR)
+		return true, err
+	})
+	return podCIDR, err
+}
+
+func trafficManager() trafficmngr.TrafficManager {
+	if useNFTables() {
+		return &nftables.NFTablesManager{}
+	}
+	return &iptables.IPTablesManager{}
+}
+
+// writeCNIConf writes the node's CNI configuration, replacing the file
+// at once so that the runtime never reads half of it.
+func writeCNIConf(path string, podCIDR netip.Prefix, mtu int) error {
+	conf := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "kubeboot",
+		"plugins": []any{
+			map[string]any{
+				"type":             "bridge",
+				"bridge":           "cni0",
+				"mtu":              mtu,
+				"isGateway":        true,
+				"isDefaultGateway": true,
+				"hairpinMode":      true,
+				// flannel's traffic manager masquerades what leaves the
+				// cluster's range.
+				"ipMasq": false,
+				"ipam": map[string]any{
+					"type":   "host-local",
+					"ranges": [][]map[string]string{{{"subnet": podCIDR.String()}}},
+				},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}, "snat": true},
+		},
+	}
+	data, err := json.MarshalIndent(conf, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
