@@ -107,6 +107,9 @@ state = %q
 			_ = cmd.Process.Kill()
 			<-exited
 		}
+		// What the runtime mounted for Pods still there (their sandboxes'
+		// shm) goes with it, so that the test's directory can be removed.
+		unmountUnder(dir)
 		if t.Failed() {
 			t.Logf("containerd's log:\n%s", logs.String())
 		}
@@ -260,5 +263,24 @@ func killShims(sock string) {
 			}
 		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// unmountUnder detaches every mount at or under dir, deepest first.
+func unmountUnder(dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		// The fifth field is the mount point.
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
 	}
 }

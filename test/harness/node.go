@@ -26,6 +26,8 @@ func NodeArgs(t testing.TB, cri string) []string {
 	// The pod network's CNI configuration (podnetwork.DefaultCNIConf),
 	// where StartContainerd's runtime reads it.
 	privateDir(t, CNIConfDir)
+	// The addresses host-local hands the Pods out.
+	privateDir(t, "/var/lib/cni")
 	// The kubelet makes its root directory a shared mount of itself;
 	// detached, the directory can be removed.
 	kubeletDir := t.TempDir()

@@ -122,12 +122,7 @@ func TestProxyClusterIP(t *testing.T) {
 // default route). In the namespace it returns the address and true.
 func inProxyNetNS(t *testing.T) (string, bool) {
 	t.Helper()
-	if _, err := exec.LookPath("nft"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("nft (nftables) is not installed")
-		}
-		t.Skip("nft (nftables) is not installed")
-	}
+	requireNFT(t)
 	addr := harness.Addr(0)
 	if !harness.InNetNS(t, addr) {
 		return "", false
@@ -219,5 +214,17 @@ func TestProxyCommand(t *testing.T) {
 				t.Errorf("%v printed:\n%s\nwant %q in it", tc.cmd, out, tc.want)
 			}
 		})
+	}
+}
+
+// requireNFT skips the test, or fails it when CI=true, unless nft
+// (nftables), which kube-proxy programs through, is installed.
+func requireNFT(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("nft (nftables) is not installed")
+		}
+		t.Skip("nft (nftables) is not installed")
 	}
 }

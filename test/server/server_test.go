@@ -64,6 +64,17 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 // kubectl runs kubectl against srv and returns its stdout.
 func kubectl(t *testing.T, srv *harness.APIServer, args ...string) string {
 	t.Helper()
+	out, err := kubectlOutput(t, srv, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// kubectlOutput runs kubectl against srv and returns its standard
+// output, or an error with its standard error.
+func kubectlOutput(t *testing.T, srv *harness.APIServer, args ...string) (string, error) {
+	t.Helper()
 	path, err := harness.Kubectl()
 	if err != nil {
 		t.Fatal(err)
@@ -72,9 +83,9 @@ func kubectl(t *testing.T, srv *harness.APIServer, args ...string) string {
 	cmd := exec.Command(path, append([]string{"--kubeconfig", filepath.Join(srv.DataDir, "admin.kubeconfig")}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		return stdout.String(), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	return stdout.String()
+	return stdout.String(), nil
 }
 
 func newNamespace(t *testing.T, client kubernetes.Interface, name string) {

@@ -8,12 +8,16 @@
 //	testcontainer echo ARGS...  print ARGS (for exec)
 //	testcontainer write FILE TEXT  write TEXT to FILE (for exec)
 //	testcontainer cat FILE      print FILE (for exec)
+//	testcontainer dial HOST:PORT  print the first line HOST:PORT answers (for exec;
+//	                            HOST may be a name, resolved as the Pod's
+//	                            resolv.conf says)
 //	testcontainer whoami PERIOD every PERIOD, ask the API server who the Pod's
 //	                            service account token says it is, and print
 //	                            "<seconds since start> <HTTP status> <user>"
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
@@ -38,7 +42,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testcontainer pause | serve PORT | echo ARGS... | write FILE TEXT | cat FILE | whoami PERIOD")
+		return fmt.Errorf("usage: testcontainer pause | serve PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | whoami PERIOD")
 	}
 	switch args[0] {
 	case "pause":
@@ -59,6 +63,19 @@ func run(args []string) error {
 			return fmt.Errorf("usage: testcontainer write FILE TEXT")
 		}
 		return os.WriteFile(args[1], []byte(args[2]), 0o644)
+	case "dial":
+		if len(args) != 2 {
+			return fmt.Errorf("usage: testcontainer dial HOST:PORT")
+		}
+		c, err := net.DialTimeout("tcp", args[1], 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		fmt.Print(line)
+		return err
 	case "cat":
 		if len(args) != 2 {
 			return fmt.Errorf("usage: testcontainer cat FILE")

@@ -1,0 +1,114 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// machineEnv marks a process that is the second machine of a test
+// (StartMachine).
+const machineEnv = "KUBEBOOT_MACHINE"
+
+// Machine is a second machine of a test: the test run again in a
+// network and mount namespace of its own, joined to the test's by a veth
+// pair.
+type Machine struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   LockedBuffer
+	done  chan struct{}
+}
+
+// InMachine reports whether this process is a test's second machine
+// (StartMachine), and returns its env.
+func InMachine() (map[string]string, bool) {
+	if os.Getenv(machineEnv) == "" {
+		return nil, false
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(os.Getenv(machineEnv), ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env, true
+}
+
+// WaitStop blocks, in a second machine, until the test that started it
+// stops it.
+func WaitStop() { _, _ = io.Copy(io.Discard, os.Stdin) }
+
+// StartMachine runs the calling test again as a second machine, in a new
+// network and mount namespace, where InMachine reports true and env:
+// the test's branch for it sets the machine up, then waits for WaitStop.
+// The two are joined by a veth pair: this namespace's end, dev, gets
+// addr/24 and the machine's, eth0, peer/24. Call it inside the test's own
+// namespace (InNetNS). The machine stops when the test ends; its output
+// is logged if the test failed.
+func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) *Machine {
+	t.Helper()
+	var kvs []string
+	for k, v := range env {
+		kvs = append(kvs, k+"="+v)
+	}
+	script := strings.Join([]string{"set -e", "ip link set lo up",
+		"while ! ip link show eth0 >/dev/null 2>&1; do sleep 0.05; done",
+		"ip addr add " + peer + "/24 dev eth0", "ip link set eth0 up", `exec "$@"`}, "\n")
+	args := append([]string{"--net", "--mount", "--", "sh", "-c", script, "sh", os.Args[0]}, childTestArgs(t)...)
+	m := &Machine{cmd: exec.Command("unshare", args...), done: make(chan struct{})}
+	m.cmd.Env = append(os.Environ(), machineEnv+"="+strings.Join(kvs, ","))
+	m.cmd.Stdout, m.cmd.Stderr = &m.out, &m.out
+	var err error
+	if m.stdin, err = m.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cmd.Start(); err != nil {
+		t.Fatalf("starting the second machine: %v", err)
+	}
+	go func() { _ = m.cmd.Wait(); close(m.done) }()
+	t.Cleanup(func() {
+		m.stdin.Close()
+		select {
+		case <-m.done:
+		case <-time.After(30 * time.Second):
+			_ = m.cmd.Process.Kill()
+			<-m.done
+		}
+		if t.Failed() {
+			t.Logf("output of the second machine:\n%s", m.out.String())
+		}
+	})
+	// The veth's far end goes into the machine's namespace once unshare
+	// has made it (the process keeps its PID through the execs).
+	own, _ := os.Readlink("/proc/self/ns/net")
+	pid := m.cmd.Process.Pid
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+		return err == nil && ns != own, nil
+	}); err != nil {
+		t.Fatalf("the second machine has no network namespace of its own: %v\n%s", err, m.out.String())
+	}
+	for _, c := range [][]string{
+		{"ip", "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", fmt.Sprint(pid)},
+		{"ip", "addr", "add", addr + "/24", "dev", dev},
+		{"ip", "link", "set", dev, "up"},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(c, " "), err, out)
+		}
+	}
+	return m
+}
+
+// Exited is closed once the machine's process has exited.
+func (m *Machine) Exited() <-chan struct{} { return m.done }
+
+// Output is what the machine has printed so far.
+func (m *Machine) Output() string { return m.out.String() }

@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+// The two machines of TestTwoNodes, on one veth pair.
+const (
+	serverMachine = "198.51.100.1"
+	agentMachine  = "198.51.100.2"
+	agentNodeName = "node-b"
+)
+
+// TestTwoNodes runs a cluster of two machines, each a network and mount
+// namespace with its own containerd, joined by a veth pair: `kubeboot
+// server --node` on one, `kubeboot agent` on the other. It checks that
+// both nodes join Ready on the pod network (flannel's vxlan between
+// them), that the server's host reaches a Pod on the agent's node by its
+// IP, that a Pod reaches a Pod on the other node by IP, and a Service on
+// the other node by its DNS name (the cluster DNS on the server, through
+// kube-proxy on the agent's node).
+func TestTwoNodes(t *testing.T) {
+	if env, ok := harness.InMachine(); ok {
+		runAgentMachine(t, env)
+		return
+	}
+	harness.RequireContainerd(t)
+	requireNFT(t)
+	if !harness.InNetNS(t) {
+		return
+	}
+	cri := harness.StartContainerd(t)
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	// The token is the server's to make; the agent's machine is started
+	// first, so that it is ready when the token is: it reads it from a
+	// file this machine writes.
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	harness.StartMachine(t, "eth0", serverMachine, agentMachine, map[string]string{"token": tokenFile})
+	if out, err := runCommand("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine); err != nil {
+		t.Fatalf("ip route add: %v: %s", err, out)
+	}
+	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir,
+		append([]string{"--bind-address", serverMachine, "--advertise-address", serverMachine, "--secure-port", "6443",
+			"--service-cluster-ip-range", "10.96.0.0/16", "--node",
+			"--kubelet-arg=--hostname-override=" + nodeName, "--kubelet-arg=--node-ip=" + serverMachine},
+			harness.NodeArgs(t, cri)...)...)
+	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Written whole, then renamed: the machine polls for it.
+	if err := os.WriteFile(tokenFile+".tmp", token, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tokenFile+".tmp", tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	client := srv.MustClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	for _, name := range []string{nodeName, agentNodeName} {
+		node := waitNode(ctx, t, client, name)
+		if !podNetworkUp(node) {
+			err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+				n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+				return err == nil && podNetworkUp(n), nil
+			})
+			if err != nil {
+				t.Fatalf("node %s's pod network is not up: %v", name, err)
+			}
+		}
+	}
+
+	web := func(name, node string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault, Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
+				Name: "web", Image: harness.TestImage, ImagePullPolicy: corev1.PullNever,
+				Args:  []string{"serve", "8080"},
+				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{PeriodSeconds: 1,
+					ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}},
+			}}},
+		}
+	}
+	webA := runPod(ctx, t, client, web("web-a", nodeName))
+	webB := runPod(ctx, t, client, web("web-b", agentNodeName))
+
+	t.Run("this host reaches a Pod on the other node", func(t *testing.T) {
+		waitHello(t, net.JoinHostPort(webB.Status.PodIP, "8080"), "hello from web-b")
+	})
+
+	t.Run("a Pod reaches a Pod on the other node by IP", func(t *testing.T) {
+		if out := kubectl(t, srv, "exec", "web-a", "--", harness.TestImageCommand, "dial", net.JoinHostPort(webB.Status.PodIP, "8080")); out != "hello from web-b\n" {
+			t.Errorf("web-a dialling web-b at %s: %q, want its greeting", webB.Status.PodIP, out)
+		}
+	})
+
+	t.Run("a Pod reaches a Service on the other node by name", func(t *testing.T) {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-a", Namespace: metav1.NamespaceDefault},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web-a"},
+				Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		}
+		if _, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// kube-proxy on the agent's node programs the Service (and the
+		// DNS's) once it sees them.
+		var out string
+		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+			out, err = kubectlOutput(t, srv, "exec", "web-b", "--", harness.TestImageCommand, "dial", "web-a.default.svc.cluster.local:80")
+			return err == nil && out == "hello from web-a\n", nil
+		})
+		if err != nil {
+			t.Errorf("web-b dialling web-a.default.svc.cluster.local:80: %q (%v), want web-a's greeting (web-a at %s)", out, err, webA.Status.PodIP)
+		}
+	})
+}
+
+// runAgentMachine is TestTwoNodes's second machine: containerd and
+// `kubeboot agent`, joined with the token the server's machine writes to
+// env["token"], until the test stops it.
+func runAgentMachine(t *testing.T, env map[string]string) {
+	cri := harness.StartContainerd(t)
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token []byte
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		token, err = os.ReadFile(env["token"])
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("no token from the server's machine: %v", err)
+	}
+	agent := harness.StartAgent(t, bin, filepath.Join(t.TempDir(), "agent"),
+		append([]string{"--server", "https://" + serverMachine + ":6443", "--token", strings.TrimSpace(string(token)),
+			"--node-name", agentNodeName, "--node-ip", agentMachine}, harness.NodeArgs(t, cri)...)...)
+	stopped := make(chan struct{})
+	go func() { harness.WaitStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-agent.Exited():
+		t.Errorf("the agent exited: %v\n%s", agent.ExitErr(), agent.Logs())
+	}
+}
+
+// runCommand runs a command and returns its combined output.
+func runCommand(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return string(out), err
+}
