@@ -11,9 +11,13 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
@@ -190,6 +194,29 @@ func TestAgent(t *testing.T) {
 		})
 		if err != nil {
 			t.Errorf("the volume's directory %s is still there after its claim's deletion: %v", dir, err)
+		}
+	})
+
+	t.Run("the node's agent writes only its own Node", func(t *testing.T) {
+		if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer client.CoreV1().Nodes().Delete(ctx, "other", metav1.DeleteOptions{})
+		config, err := srv.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		config.Impersonate = rest.ImpersonationConfig{UserName: nodejoin.AgentUser(agentName), Groups: []string{nodejoin.AgentsGroup}}
+		agentClient := kubernetes.NewForConfigOrDie(config)
+		annotate := []byte(`{"metadata":{"annotations":{"agent.test/touched":"yes"}}}`)
+		if _, err := agentClient.CoreV1().Nodes().Patch(ctx, "other", types.MergePatchType, annotate, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("node %s's agent patching Node other: %v, want Forbidden", agentName, err)
+		}
+		if _, err := agentClient.CoreV1().Nodes().Patch(ctx, agentName, types.MergePatchType, annotate, metav1.PatchOptions{}); err != nil {
+			t.Errorf("node %s's agent patching its own Node: %v", agentName, err)
+		}
+		if _, err := agentClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("node %s's agent listing Nodes (flannel does): %v", agentName, err)
 		}
 	})
 

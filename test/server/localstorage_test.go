@@ -22,7 +22,7 @@ import (
 // checkSimulatedLocalStorage: the default StorageClass is local-path,
 // WaitForFirstConsumer; a claim without a class waits for its Pod, then
 // gets a local volume bound to the Pod's node; the volume goes with the
-// claim. A node's provisioner may write only its own node's volumes.
+// claim. A node's agent may write only its own node's volumes.
 func checkSimulatedLocalStorage(t *testing.T, srv *harness.APIServer, client kubernetes.Interface) {
 	const ns = "simulated-storage"
 	workNamespace(t, client, ns)
@@ -97,7 +97,7 @@ func checkSimulatedLocalStorage(t *testing.T, srv *harness.APIServer, client kub
 		t.Errorf("volume %s: capacity %s, want the claim's 1Gi", pv.Name, &got)
 	}
 
-	t.Run("a node writes only its own node's volumes", func(t *testing.T) {
+	t.Run("a node's agent writes only its own node's volumes", func(t *testing.T) {
 		other := "simulated-0"
 		if node == other {
 			other = "simulated-1"
