@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -37,10 +38,12 @@ func TestServerRunsTheControllersKubeControllerManagerRuns(t *testing.T) {
 	srv := harness.StartReadyServer(t, time.Minute, bin, dataDir, "--secure-port=0", serviceRange, "-v=1")
 	// kubeadm gives kube-controller-manager the cluster CA to sign CSRs
 	// with, as kubeboot server does by default: kubeboot's CA serves. And
-	// kubeadm's --controllers, which kubeboot's default is.
+	// kubeadm's --controllers, which kubeboot's default is, and k3s's pod
+	// CIDRs, which kubeboot's are.
 	ca := filepath.Join(dataDir, "pki", pki.CAName)
 	peer := harness.StartPeerControlPlane(t, bins, filepath.Join(dir, "peer"), harness.PeerArgs{ControllerManager: []string{"-v=1",
 		"--controllers=*,bootstrap-signer-controller,token-cleaner-controller",
+		"--allocate-node-cidrs", "--cluster-cidr=" + kubecontrollermanager.DefaultClusterCIDR,
 		"--cluster-signing-cert-file=" + ca + ".crt", "--cluster-signing-key-file=" + ca + ".key", "--root-ca-file=" + ca + ".crt"}})
 
 	ours, theirs := startedControllers(t, "kubeboot server", srv.Logs), startedControllers(t, "kube-controller-manager", peer.ControllerManagerLogs)

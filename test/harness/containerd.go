@@ -52,7 +52,7 @@ var cniPlugins = []string{"bridge", "host-local", "portmap", "loopback"}
 // /run/containerd, /run/netns and CNIConfDir, where containerd keeps its
 // shims' sockets and the Pods' network namespaces and reads its network,
 // so nothing of it outlives the namespace.
-func StartContainerd(t *testing.T) string {
+func StartContainerd(t testing.TB) string {
 	t.Helper()
 	plugins := RequireContainerd(t)
 	for _, dir := range []string{"/run/containerd", "/run/netns"} {
@@ -174,7 +174,7 @@ func RequireContainerd(t testing.TB) string {
 // buildTestContainer builds ./testcontainer, static, into the test's
 // temporary directory. It needs only the standard library, so it builds
 // without the module proxy (inside a network namespace too).
-func buildTestContainer(t *testing.T) string {
+func buildTestContainer(t testing.TB) string {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {

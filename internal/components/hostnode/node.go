@@ -80,8 +80,9 @@ type Cluster struct {
 	Started func(context.Context)
 }
 
-// Run sets the node up in dir and runs the kubelet and kube-proxy until
-// ctx is done or one of them fails.
+// Run sets the node up in dir and runs the kubelet, kube-proxy, the pod
+// network and, if the cluster has it, local storage until ctx is done or
+// one of them fails.
 func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	logger := klog.FromContext(ctx)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -113,6 +114,11 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		return fmt.Errorf("the kubelet's configuration: %w", err)
 	}
 
+	agent, err := agentClient(agentKubeconfig)
+	if err != nil {
+		return err
+	}
+
 	kubeletCtx, stopKubelet := context.WithCancel(ctx)
 	defer stopKubelet()
 	kubelet, err := o.startKubelet(kubeletCtx, dir, kubeletConfig, bootstrapKubeconfig)
@@ -125,10 +131,6 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	}
 	kubeletDone := make(chan error, 1)
 	go func() { kubeletDone <- kubelet.Wait() }()
-	agent, err := agentClient(agentKubeconfig)
-	if err != nil {
-		return err
-	}
 	if c.LocalStorage {
 		go localstorage.RunNode(kubeletCtx, agent, o.nodeName, o.localStoragePath(dir))
 	}
