@@ -29,11 +29,19 @@ const (
 // namespace with its own containerd, joined by a veth pair: `kubeboot
 // server --node` on one, `kubeboot agent` on the other. It checks that
 // both nodes join Ready on the pod network (flannel's vxlan between
-// them), that the server's host reaches a Pod on the agent's node by its
+// them), with the backend the server says, that the server's host reaches a Pod on the agent's node by its
 // IP, that a Pod reaches a Pod on the other node by IP, and a Service on
 // the other node by its DNS name (the cluster DNS on the server, through
-// kube-proxy on the agent's node).
-func TestTwoNodes(t *testing.T) {
+// kube-proxy on the agent's node); and that the agent's node keeps its
+// Pods running while the server is gone, and is Ready again once it is
+// back.
+func TestTwoNodes(t *testing.T) { testTwoNodes(t, "vxlan") }
+
+// TestTwoNodesHostGW is TestTwoNodes on flannel's host-gw backend: routes
+// to the other node's pod CIDR through its address, no overlay.
+func TestTwoNodesHostGW(t *testing.T) { testTwoNodes(t, "host-gw") }
+
+func testTwoNodes(t *testing.T, backend string) {
 	if env, ok := harness.InMachine(); ok {
 		runAgentMachine(t, env)
 		return
@@ -57,11 +65,11 @@ func TestTwoNodes(t *testing.T) {
 	if out, err := runCommand("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine); err != nil {
 		t.Fatalf("ip route add: %v: %s", err, out)
 	}
-	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir,
-		append([]string{"--bind-address", serverMachine, "--advertise-address", serverMachine, "--secure-port", "6443",
-			"--service-cluster-ip-range", "10.96.0.0/16", "--node",
-			"--kubelet-arg=--hostname-override=" + nodeName, "--kubelet-arg=--node-ip=" + serverMachine},
-			harness.NodeArgs(t, cri)...)...)
+	serverArgs := append([]string{"--bind-address", serverMachine, "--advertise-address", serverMachine, "--secure-port", "6443",
+		"--service-cluster-ip-range", "10.96.0.0/16", "--node", "--flannel-backend=" + backend,
+		"--kubelet-arg=--hostname-override=" + nodeName, "--kubelet-arg=--node-ip=" + serverMachine},
+		harness.NodeArgs(t, cri)...)
+	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
 	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +113,17 @@ func TestTwoNodes(t *testing.T) {
 	webA := runPod(ctx, t, client, web("web-a", nodeName))
 	webB := runPod(ctx, t, client, web("web-b", agentNodeName))
 
+	t.Run("the backend routes the other node's pod CIDR", func(t *testing.T) {
+		n, err := client.CoreV1().Nodes().Get(ctx, agentNodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"vxlan": "dev flannel.1", "host-gw": "via " + agentMachine + " dev eth0"}[backend]
+		if out, err := runCommand("ip", "route", "show", n.Spec.PodCIDR); err != nil || !strings.Contains(out, want) {
+			t.Errorf("route to node %s's pod CIDR %s: %q (%v), want %q", agentNodeName, n.Spec.PodCIDR, out, err, want)
+		}
+	})
+
 	t.Run("this host reaches a Pod on the other node", func(t *testing.T) {
 		waitHello(t, net.JoinHostPort(webB.Status.PodIP, "8080"), "hello from web-b")
 	})
@@ -135,6 +154,42 @@ func TestTwoNodes(t *testing.T) {
 			t.Errorf("web-b dialling web-a.default.svc.cluster.local:80: %q (%v), want web-a's greeting (web-a at %s)", out, err, webA.Status.PodIP)
 		}
 	})
+
+	// Last: it restarts the server.
+	t.Run("the agent's node keeps its Pods while the server is gone, and reconnects", func(t *testing.T) {
+		checkServerLoss(ctx, t, srv, bin, serverArgs, webB)
+	})
+}
+
+// checkServerLoss stops the only server: the agent's node keeps its Pods
+// running and reachable, and, once the server is back, its node is Ready
+// again through the agent's reconnection, the Pod never restarted.
+func checkServerLoss(ctx context.Context, t *testing.T, srv *harness.APIServer, bin string, args []string, pod *corev1.Pod) {
+	if err := srv.Terminate(30 * time.Second); err != nil {
+		t.Fatalf("stopping the server: %v", err)
+	}
+	// The routes flannel set stay in the kernel.
+	waitHello(t, net.JoinHostPort(pod.Status.PodIP, "8080"), "hello from "+pod.Name)
+	srv = harness.StartReadyServer(t, 2*time.Minute, bin, srv.DataDir, args...)
+	client := srv.MustClient(t)
+	restarted := metav1.NowMicro()
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, agentNodeName, metav1.GetOptions{})
+		return err == nil && lease.Spec.RenewTime != nil && restarted.Before(lease.Spec.RenewTime), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s's lease not renewed after the server came back: %v", agentNodeName, err)
+	}
+	waitNode(ctx, t, client, agentNodeName)
+	p, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.UID != pod.UID || p.Status.Phase != corev1.PodRunning || p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("Pod %s after the server's return: UID %s (was %s), %s, %d restarts; want the same Pod, Running, never restarted",
+			pod.Name, p.UID, pod.UID, p.Status.Phase, p.Status.ContainerStatuses[0].RestartCount)
+	}
+	waitHello(t, net.JoinHostPort(pod.Status.PodIP, "8080"), "hello from "+pod.Name)
 }
 
 // runAgentMachine is TestTwoNodes's second machine: containerd and
