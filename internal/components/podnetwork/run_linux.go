@@ -48,9 +48,8 @@ func CheckCNIConf(path string) error {
 }
 
 // Run runs the node's pod network until ctx is done (with none, it only
-// waits): it waits for the
-// kubelet's credentials and the node's pod CIDR, sets flannel's network
-// up, writes the CNI configuration, and then follows the other nodes.
+// waits): it waits for the node's pod CIDR, sets flannel's network up,
+// writes the CNI configuration, and then follows the other nodes.
 func Run(ctx context.Context, node Node) error {
 	if !node.Network.Enabled() {
 		<-ctx.Done()
@@ -133,8 +132,8 @@ func Run(ctx context.Context, node Node) error {
 	return nil
 }
 
-// waitPodCIDR waits until the kubelet has its credentials and
-// kube-controller-manager has given the node its pod CIDR.
+// waitPodCIDR waits until the node has registered and
+// kube-controller-manager has given it its pod CIDR.
 func waitPodCIDR(ctx context.Context, node Node) (netip.Prefix, error) {
 	var podCIDR netip.Prefix
 	var client kubernetes.Interface
@@ -166,6 +165,8 @@ func waitPodCIDR(ctx context.Context, node Node) (netip.Prefix, error) {
 	return podCIDR, err
 }
 
+// trafficManager is flannel's manager of the masquerade and forward
+// rules, in nftables or iptables as useNFTables says.
 func trafficManager() trafficmngr.TrafficManager {
 	if useNFTables() {
 		return &nftables.NFTablesManager{}
