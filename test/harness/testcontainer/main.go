@@ -11,6 +11,10 @@
 //	testcontainer dial HOST:PORT  print the first line HOST:PORT answers (for exec;
 //	                            HOST may be a name, resolved as the Pod's
 //	                            resolv.conf says)
+//	testcontainer dnsload SERVER:PORT NAME COUNT CLIENTS
+//	                            ask SERVER COUNT times for NAME's A record over
+//	                            UDP from CLIENTS at once, and print
+//	                            "<queries/s> <p50 µs> <p99 µs>"
 //	testcontainer whoami PERIOD every PERIOD, ask the API server who the Pod's
 //	                            service account token says it is, and print
 //	                            "<seconds since start> <HTTP status> <user>"
@@ -28,7 +32,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -42,7 +49,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testcontainer pause | serve PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | whoami PERIOD")
+		return fmt.Errorf("usage: testcontainer pause | serve PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
 	}
 	switch args[0] {
 	case "pause":
@@ -76,6 +83,19 @@ func run(args []string) error {
 		line, err := bufio.NewReader(c).ReadString('\n')
 		fmt.Print(line)
 		return err
+	case "dnsload":
+		if len(args) != 5 {
+			return fmt.Errorf("usage: testcontainer dnsload SERVER:PORT NAME COUNT CLIENTS")
+		}
+		count, err := strconv.Atoi(args[3])
+		if err != nil {
+			return err
+		}
+		clients, err := strconv.Atoi(args[4])
+		if err != nil {
+			return err
+		}
+		return dnsLoad(args[1], args[2], count, clients)
 	case "cat":
 		if len(args) != 2 {
 			return fmt.Errorf("usage: testcontainer cat FILE")
@@ -196,4 +216,71 @@ func selfSubjectReview(client *http.Client, url string) (int, string) {
 		return resp.StatusCode, strings.Join(strings.Fields(string(body)), " ")
 	}
 	return resp.StatusCode, review.Status.UserInfo.Username
+}
+
+// dnsLoad asks server for name's A record count times, from clients
+// goroutines each with its own UDP socket, one query at a time, and
+// prints queries/s, p50 and p99 in µs. An answer that is not the
+// question's, or has no record, fails it.
+func dnsLoad(server, name string, count, clients int) error {
+	query := func(id uint16) []byte {
+		q := []byte{byte(id >> 8), byte(id), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0}
+		for _, label := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+			q = append(q, byte(len(label)))
+			q = append(q, label...)
+		}
+		return append(q, 0, 0, 1, 0, 1) // root, type A, class IN
+	}
+	var mu sync.Mutex
+	var latencies []time.Duration
+	errs := make(chan error, clients)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			conn, err := net.Dial("udp", server)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			buf := make([]byte, 512)
+			var own []time.Duration
+			for i := c; i < count; i += clients {
+				id := uint16(i)
+				sent := time.Now()
+				if _, err := conn.Write(query(id)); err != nil {
+					errs <- err
+					return
+				}
+				_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+				n, err := conn.Read(buf)
+				if err != nil {
+					errs <- err
+					return
+				}
+				// ID, RCODE 0 and at least one answer.
+				if n < 12 || uint16(buf[0])<<8|uint16(buf[1]) != id || buf[3]&0x0f != 0 || buf[6]|buf[7] == 0 {
+					errs <- fmt.Errorf("query %d: an answer without the record", i)
+					return
+				}
+				own = append(own, time.Since(sent))
+			}
+			mu.Lock()
+			latencies = append(latencies, own...)
+			mu.Unlock()
+		}(c)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	slices.Sort(latencies)
+	fmt.Printf("%.0f %d %d\n", float64(len(latencies))/elapsed.Seconds(),
+		latencies[len(latencies)/2].Microseconds(), latencies[(len(latencies)*99-1)/100].Microseconds())
+	return nil
 }
