@@ -189,20 +189,10 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 		LocalStorage:   creds.LocalStorage,
 		BootstrapToken: func(context.Context) (string, error) { return creds.BootstrapToken, nil },
 		WriteProxyKubeconfig: func(path string) error {
-			certs, err := pki.ParseCertificates("kube-proxy's certificate", creds.ProxyCert)
-			if err != nil {
-				return err
-			}
-			return pki.WriteKubeconfig(path, controlplane.ClusterName, balancerURL(o.BalancerPort), client.CA,
-				&pki.KeyPair{Cert: certs[0], CertPEM: creds.ProxyCert, KeyPEM: creds.ProxyKey})
+			return o.writeKubeconfig(path, "kube-proxy's certificate", client.CA, creds.ProxyCert, creds.ProxyKey)
 		},
 		WriteAgentKubeconfig: func(path string) error {
-			certs, err := pki.ParseCertificates("the node agent's certificate", creds.AgentCert)
-			if err != nil {
-				return err
-			}
-			return pki.WriteKubeconfig(path, controlplane.ClusterName, balancerURL(o.BalancerPort), client.CA,
-				&pki.KeyPair{Cert: certs[0], CertPEM: creds.AgentCert, KeyPEM: creds.AgentKey})
+			return o.writeKubeconfig(path, "the node agent's certificate", client.CA, creds.AgentCert, creds.AgentKey)
 		},
 	})
 }
@@ -226,6 +216,18 @@ func (o *Options) run(ctx context.Context, cluster hostnode.Cluster) error {
 	cluster.URL = balancerURL(o.BalancerPort)
 	cluster.Started = func(ctx context.Context) { b.follow(ctx, hostnode.ProxyKubeconfig(o.DataDir)) }
 	return o.Node.Run(ctx, o.DataDir, cluster)
+}
+
+// writeKubeconfig writes a kubeconfig to path that reaches the servers
+// through the balancer, verified against ca, and authenticates with the
+// certificate and key the server gave at the join (what, in errors).
+func (o *Options) writeKubeconfig(path, what string, ca, certPEM, keyPEM []byte) error {
+	certs, err := pki.ParseCertificates(what, certPEM)
+	if err != nil {
+		return err
+	}
+	return pki.WriteKubeconfig(path, controlplane.ClusterName, balancerURL(o.BalancerPort), ca,
+		&pki.KeyPair{Cert: certs[0], CertPEM: certPEM, KeyPEM: keyPEM})
 }
 
 // balancerURL is where the node's components reach the servers.
