@@ -33,9 +33,7 @@ func BenchmarkClusterDNSFromPod(b *testing.B) {
 		b.Fatal(err)
 	}
 	cri := harness.StartContainerd(b)
-	srv := harness.StartReadyServer(b, 2*time.Minute, bin, filepath.Join(b.TempDir(), "data"),
-		append([]string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
-			"--node", "--kubelet-arg=--node-ip=" + addr}, harness.NodeArgs(b, cri)...)...)
+	srv := harness.StartReadyServer(b, 2*time.Minute, bin, filepath.Join(b.TempDir(), "data"), harness.NodeServerArgs(b, addr, cri)...)
 	client := srv.MustClient(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -43,8 +43,7 @@ func BenchmarkPodStart(b *testing.B) {
 	}
 	cri := harness.StartContainerd(b)
 	srv := harness.StartReadyServer(b, 2*time.Minute, bin, filepath.Join(b.TempDir(), "data"),
-		append([]string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
-			"--node", "--kubelet-arg=--node-ip=" + addr, "--kubelet-arg=--max-pods=250"}, harness.NodeArgs(b, cri)...)...)
+		append(harness.NodeServerArgs(b, addr, cri), "--kubelet-arg=--max-pods=250")...)
 	client := srv.MustClient(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

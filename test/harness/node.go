@@ -48,6 +48,16 @@ func NodeArgs(t testing.TB, cri string) []string {
 	}
 }
 
+// NodeServerArgs are the flags of a `kubeboot server --node` serving on
+// addr:6443 (a fixed port: the namespace is private, and the kubelet's
+// kubeconfig must still point at the server after a restart), its
+// kubelet on cri with addr as its node IP, then NodeArgs.
+func NodeServerArgs(t testing.TB, addr, cri string) []string {
+	t.Helper()
+	return append([]string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
+		"--node", "--kubelet-arg=--node-ip=" + addr}, NodeArgs(t, cri)...)
+}
+
 // CNIConfDir is where the nodes of the tests write their CNI
 // configuration, kubeboot's default, made private to the test's mount
 // namespace (NodeArgs, StartContainerd).

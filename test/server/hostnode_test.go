@@ -238,18 +238,11 @@ func TestServerNode(t *testing.T) {
 // nodeName is the node the kubelet of the --node tests registers.
 const nodeName = "node-0"
 
-// nodeServerArgs are the flags of a `kubeboot server --node` at addr, in
-// the test's network and mount namespace (inProxyNetNS), whose kubelet runs
-// Pods on the CRI runtime at cri.
+// nodeServerArgs are harness.NodeServerArgs with the node named nodeName,
+// in the test's network and mount namespace (inProxyNetNS).
 func nodeServerArgs(t *testing.T, addr, cri string) []string {
 	t.Helper()
-	// A fixed port (the namespace is private): the kubelet's kubeconfig
-	// must still point at the server after a restart.
-	return append([]string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
-		"--node",
-		"--kubelet-arg=--hostname-override=" + nodeName,
-		"--kubelet-arg=--node-ip=" + addr,
-	}, harness.NodeArgs(t, cri)...)
+	return append(harness.NodeServerArgs(t, addr, cri), "--kubelet-arg=--hostname-override="+nodeName)
 }
 
 // startNodeServer starts a ready `kubeboot server --node` (nodeServerArgs)

@@ -65,10 +65,7 @@ func testTwoNodes(t *testing.T, backend string) {
 	if out, err := runCommand("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine); err != nil {
 		t.Fatalf("ip route add: %v: %s", err, out)
 	}
-	serverArgs := append([]string{"--bind-address", serverMachine, "--advertise-address", serverMachine, "--secure-port", "6443",
-		"--service-cluster-ip-range", "10.96.0.0/16", "--node", "--flannel-backend=" + backend,
-		"--kubelet-arg=--hostname-override=" + nodeName, "--kubelet-arg=--node-ip=" + serverMachine},
-		harness.NodeArgs(t, cri)...)
+	serverArgs := append(nodeServerArgs(t, serverMachine, cri), "--advertise-address", serverMachine, "--flannel-backend="+backend)
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
 	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
 	if err != nil {

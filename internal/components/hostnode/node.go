@@ -137,7 +137,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	networkDone := make(chan error, 1)
 	go func() {
 		networkDone <- podnetwork.Run(kubeletCtx, podnetwork.Node{Name: o.nodeName, IP: o.nodeIP, Dir: dir,
-			Network: c.PodNetwork, Kubeconfig: agentKubeconfig, CNIConf: o.CNIConf})
+			Network: c.PodNetwork, Kubeconfig: agentKubeconfig, Client: agent, CNIConf: o.CNIConf})
 	}()
 	// kube-proxy stops only with the process (its informers and servers
 	// have no stop), so it is not waited for.

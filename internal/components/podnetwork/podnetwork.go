@@ -18,6 +18,8 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kubeboot/kubeboot/controlplane"
 )
 
@@ -75,8 +77,9 @@ type Node struct {
 	Network controlplane.PodNetwork
 	// Kubeconfig is the node's agent's (nodejoin.AgentUser): flannel
 	// reads the Nodes and writes its own Node's annotations and
-	// NetworkUnavailable condition.
+	// NetworkUnavailable condition. Client is a client of it.
 	Kubeconfig string
+	Client     kubernetes.Interface
 	// CNIConf is the CNI configuration file the node writes.
 	CNIConf string
 }

@@ -22,8 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 )
 
@@ -136,22 +134,9 @@ func Run(ctx context.Context, node Node) error {
 // kube-controller-manager has given it its pod CIDR.
 func waitPodCIDR(ctx context.Context, node Node) (netip.Prefix, error) {
 	var podCIDR netip.Prefix
-	var client kubernetes.Interface
 	logged := false
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		if client == nil {
-			if _, err := os.Stat(node.Kubeconfig); err != nil {
-				return false, nil
-			}
-			config, err := clientcmd.BuildConfigFromFlags("", node.Kubeconfig)
-			if err != nil {
-				return false, err
-			}
-			if client, err = kubernetes.NewForConfig(config); err != nil {
-				return false, err
-			}
-		}
-		n, err := client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		n, err := node.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil || n.Spec.PodCIDR == "" {
 			if !logged {
 				klog.FromContext(ctx).Info("Waiting for the node's pod CIDR", "node", node.Name)
