@@ -27,7 +27,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	admissionv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -55,8 +54,6 @@ const (
 	// k3s's /var/lib/rancher/k3s/storage.
 	DirName = "storage"
 
-	// fieldManager applies the nodes' admission policy.
-	fieldManager = "kubeboot-local-path"
 	// policyName names the policy and its binding.
 	policyName = "kubeboot-local-path-nodes"
 )
@@ -105,28 +102,10 @@ func grant(ctx context.Context, client kubernetes.Interface) error {
 	// The object a node writes, or for a delete the one it removes,
 	// must be annotated with the node's name: the user's name's end.
 	object := "(request.operation == 'DELETE' ? oldObject : object)"
-	policy := admissionv1ac.ValidatingAdmissionPolicy(policyName).WithSpec(admissionv1ac.ValidatingAdmissionPolicySpec().
-		WithFailurePolicy("Fail").
-		WithMatchConstraints(admissionv1ac.MatchResources().WithResourceRules(admissionv1ac.NamedRuleWithOperations().
-			WithAPIGroups("").WithAPIVersions("*").WithResources("persistentvolumes").
-			WithOperations("CREATE", "UPDATE", "DELETE"))).
-		WithMatchConditions(admissionv1ac.MatchCondition().WithName("node-local-storage").
-			WithExpression(nodejoin.IsAgent())).
-		WithValidations(admissionv1ac.Validation().
-			WithExpression(fmt.Sprintf("has(%[1]s.metadata.annotations) && %[2]q in %[1]s.metadata.annotations && ",
-				object, NodeAnnotation) + nodejoin.IsOwnAgent(fmt.Sprintf("%s.metadata.annotations[%q]", object, NodeAnnotation))).
-			WithMessage("a node's local storage writes only the PersistentVolumes of its own node").
-			WithReason(metav1.StatusReasonForbidden)))
-	apply := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
-	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Apply(ctx, policy, apply); err != nil {
-		return fmt.Errorf("ValidatingAdmissionPolicy %s: %w", policyName, err)
-	}
-	binding := admissionv1ac.ValidatingAdmissionPolicyBinding(policyName).WithSpec(admissionv1ac.ValidatingAdmissionPolicyBindingSpec().
-		WithPolicyName(policyName).WithValidationActions("Deny"))
-	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, binding, apply); err != nil {
-		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s: %w", policyName, err)
-	}
-	return nil
+	return nodejoin.ApplyAgentPolicy(ctx, client, policyName, []string{"persistentvolumes"},
+		fmt.Sprintf("has(%[1]s.metadata.annotations) && %[2]q in %[1]s.metadata.annotations && ", object, NodeAnnotation)+
+			nodejoin.IsOwnAgent(fmt.Sprintf("%s.metadata.annotations[%q]", object, NodeAnnotation)),
+		"a node's local storage writes only the PersistentVolumes of its own node")
 }
 
 // Run implements controlplane.Component: it creates the StorageClass

@@ -58,7 +58,7 @@ const (
 	// MinPasswordLength is the shortest node password Admit takes
 	// (NewPassword's are 64 hex digits).
 	MinPasswordLength = 32
-	// fieldManager applies the RBAC.
+	// fieldManager applies the RBAC and the agents' admission policies.
 	fieldManager = "kubeboot-nodejoin"
 	// AgentsGroup is the group of the nodes' own users (AgentUser): what
 	// a node's process runs beside its kubelet and kube-proxy (the pod
@@ -179,10 +179,31 @@ func IsOwnAgent(nodeExpr string) string {
 	return fmt.Sprintf("request.userInfo.username == %q + %s", agentUserPrefix, nodeExpr)
 }
 
-// IsAgent is the CEL match condition that holds when the request's user
-// is a node's agent.
-func IsAgent() string {
-	return fmt.Sprintf("has(request.userInfo.groups) && %q in request.userInfo.groups", AgentsGroup)
+// ApplyAgentPolicy applies a ValidatingAdmissionPolicy named name, and
+// its binding, that admits the agents' creates, updates and deletes of
+// resources (core group) only where the CEL expression validation
+// holds, refusing the others as Forbidden with message: RBAC cannot
+// tell one node's objects from another's.
+func ApplyAgentPolicy(ctx context.Context, client kubernetes.Interface, name string, resources []string, validation, message string) error {
+	apply := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
+	isAgent := fmt.Sprintf("has(request.userInfo.groups) && %q in request.userInfo.groups", AgentsGroup)
+	policy := admissionapply.ValidatingAdmissionPolicy(name).WithSpec(admissionapply.ValidatingAdmissionPolicySpec().
+		WithFailurePolicy(admissionregistrationv1.Fail).
+		WithMatchConstraints(admissionapply.MatchResources().WithResourceRules(admissionapply.NamedRuleWithOperations().
+			WithAPIGroups("").WithAPIVersions("*").WithResources(resources...).
+			WithOperations(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete))).
+		WithMatchConditions(admissionapply.MatchCondition().WithName("agent").WithExpression(isAgent)).
+		WithValidations(admissionapply.Validation().WithExpression(validation).
+			WithMessage(message).WithReason(metav1.StatusReasonForbidden)))
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Apply(ctx, policy, apply); err != nil {
+		return fmt.Errorf("ValidatingAdmissionPolicy %s: %w", name, err)
+	}
+	binding := admissionapply.ValidatingAdmissionPolicyBinding(name).WithSpec(admissionapply.ValidatingAdmissionPolicyBindingSpec().
+		WithPolicyName(name).WithValidationActions(admissionregistrationv1.Deny))
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, binding, apply); err != nil {
+		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s: %w", name, err)
+	}
+	return nil
 }
 
 // ensureRBAC lets Group's tokens ask for node client certificates and
@@ -207,21 +228,9 @@ func ensureRBAC(ctx context.Context, client kubernetes.Interface) error {
 			return err
 		}
 	}
-	policy := admissionapply.ValidatingAdmissionPolicy(ownNodePolicy).WithSpec(admissionapply.ValidatingAdmissionPolicySpec().
-		WithFailurePolicy(admissionregistrationv1.Fail).
-		WithMatchConstraints(admissionapply.MatchResources().WithResourceRules(admissionapply.NamedRuleWithOperations().
-			WithAPIGroups("").WithAPIVersions("*").WithResources("nodes", "nodes/status").
-			WithOperations(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete))).
-		WithMatchConditions(admissionapply.MatchCondition().WithName("agent").WithExpression(IsAgent())).
-		WithValidations(admissionapply.Validation().WithExpression(IsOwnAgent("request.name")).
-			WithMessage("a node's agent writes only its own Node").WithReason(metav1.StatusReasonForbidden)))
-	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Apply(ctx, policy, apply); err != nil {
-		return fmt.Errorf("ValidatingAdmissionPolicy %s: %w", ownNodePolicy, err)
-	}
-	policyBinding := admissionapply.ValidatingAdmissionPolicyBinding(ownNodePolicy).WithSpec(admissionapply.ValidatingAdmissionPolicyBindingSpec().
-		WithPolicyName(ownNodePolicy).WithValidationActions(admissionregistrationv1.Deny))
-	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, policyBinding, apply); err != nil {
-		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s: %w", ownNodePolicy, err)
+	if err := ApplyAgentPolicy(ctx, client, ownNodePolicy, []string{"nodes", "nodes/status"},
+		IsOwnAgent("request.name"), "a node's agent writes only its own Node"); err != nil {
+		return err
 	}
 	for _, b := range []struct{ name, role, kind, subject string }{
 		{"kubeboot:kubelet-bootstrap", "system:node-bootstrapper", rbacv1.GroupKind, Group},
