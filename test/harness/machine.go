@@ -17,10 +17,10 @@ import (
 // (StartMachine).
 const machineEnv = "KUBEBOOT_MACHINE"
 
-// Machine is a second machine of a test: the test run again in a
+// machine is a second machine of a test: the test run again in a
 // network and mount namespace of its own, joined to the test's by a veth
 // pair.
-type Machine struct {
+type machine struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	out   LockedBuffer
@@ -52,7 +52,7 @@ func WaitStop() { _, _ = io.Copy(io.Discard, os.Stdin) }
 // addr/24 and the machine's, eth0, peer/24. Call it inside the test's own
 // namespace (InNetNS). The machine stops when the test ends; its output
 // is logged if the test failed.
-func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) *Machine {
+func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) {
 	t.Helper()
 	var kvs []string
 	for k, v := range env {
@@ -62,7 +62,7 @@ func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) *
 		"while ! ip link show eth0 >/dev/null 2>&1; do sleep 0.05; done",
 		"ip addr add " + peer + "/24 dev eth0", "ip link set eth0 up", `exec "$@"`}, "\n")
 	args := append([]string{"--net", "--mount", "--", "sh", "-c", script, "sh", os.Args[0]}, childTestArgs(t)...)
-	m := &Machine{cmd: exec.Command("unshare", args...), done: make(chan struct{})}
+	m := &machine{cmd: exec.Command("unshare", args...), done: make(chan struct{})}
 	m.cmd.Env = append(os.Environ(), machineEnv+"="+strings.Join(kvs, ","))
 	m.cmd.Stdout, m.cmd.Stderr = &m.out, &m.out
 	var err error
@@ -104,11 +104,4 @@ func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) *
 			t.Fatalf("%s: %v: %s", strings.Join(c, " "), err, out)
 		}
 	}
-	return m
 }
-
-// Exited is closed once the machine's process has exited.
-func (m *Machine) Exited() <-chan struct{} { return m.done }
-
-// Output is what the machine has printed so far.
-func (m *Machine) Output() string { return m.out.String() }
