@@ -64,6 +64,9 @@ type Settings struct {
 	// PodNetwork and LocalStorage are Config's.
 	PodNetwork   PodNetwork
 	LocalStorage bool
+	// Progress is Config.Progress: where a component whose start can take
+	// long reports how far it has come. Nil: nowhere.
+	Progress func(ProgressUpdate)
 
 	kubeconfigs *[]componentKubeconfig
 }
@@ -151,6 +154,7 @@ func (cc *completedConfig) componentSettings() Settings {
 		ClusterDNS:                   cc.clusterDNS,
 		PodNetwork:                   cc.PodNetwork,
 		LocalStorage:                 cc.LocalStorage,
+		Progress:                     cc.Progress,
 		kubeconfigs:                  &cc.componentKubeconfigs,
 	}
 }

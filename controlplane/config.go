@@ -30,6 +30,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/platform/etcdsnapshot"
 	"github.com/kubeboot/kubeboot/internal/platform/network"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/progress"
 	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
 )
 
@@ -241,7 +242,16 @@ type Config struct {
 	// kube-controller-manager, kube-scheduler, simulated nodes, this
 	// host's node. Default: none.
 	Components []Component
+
+	// Progress receives how far the steps of a start that can take long
+	// have come: restoring a snapshot (ResetCluster), installing the CRDs,
+	// simulated nodes coming up. `kubeboot server` shows them on a
+	// terminal. Default: nil, nothing receives them.
+	Progress func(ProgressUpdate)
 }
+
+// ProgressUpdate is how far one step of a start has come.
+type ProgressUpdate = progress.Update
 
 // CRD is a CustomResourceDefinition to install at start, with the source
 // (file and document) its errors name.
@@ -508,6 +518,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 		EventTTL:                    cc.EventTTL,
 		KubeletCertificateAuthority: cc.KubeletCertificateAuthority,
 		CRDs:                        crds,
+		Progress:                    cc.Progress,
 		InProcessUsers:              cc.inProcessUsers(),
 		GarbageCollection:           cc.anyComponent(func(n Needs) bool { return n.GarbageCollector }),
 		NamespaceController:         !cc.anyComponent(func(n Needs) bool { return n.NamespaceController }),

@@ -46,7 +46,7 @@ func (cc *completedConfig) completeSnapshots() error {
 	if cc.ClusterResetRestorePath != "" {
 		if !cc.ClusterReset {
 			errs = append(errs, errors.New("--cluster-reset-restore-path needs --cluster-reset"))
-		} else if err := etcdsnapshot.Verify(cc.ClusterResetRestorePath); err != nil {
+		} else if err := etcdsnapshot.Verify(cc.ClusterResetRestorePath, cc.Progress); err != nil {
 			errs = append(errs, fmt.Errorf("--cluster-reset-restore-path: %w", err))
 		}
 	}
@@ -84,7 +84,7 @@ func ResetCluster(ctx context.Context, c CompletedConfig) (string, error) {
 	var what string
 	if path := cfg.ClusterResetRestorePath; path != "" {
 		name, peerURL := ec.Member()
-		aside, err := etcdsnapshot.Restore(path, ec.Dir, name, peerURL, time.Now())
+		aside, err := etcdsnapshot.Restore(path, ec.Dir, name, peerURL, time.Now(), cfg.Progress)
 		if err != nil {
 			return "", fmt.Errorf("--cluster-reset-restore-path: %w", err)
 		}

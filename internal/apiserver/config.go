@@ -41,6 +41,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/apiserver/services"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/progress"
 	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 
 	// Gives upstream's version package kubeboot's version, which
@@ -101,6 +102,9 @@ type Config struct {
 	// CRDs are installed at start (--crd-dir); the server is ready only
 	// once they are established, and stops if one is refused.
 	CRDs []crdinstall.CRD
+	// Progress receives how far installing the CRDs has come; nil: nothing
+	// does.
+	Progress progress.Func
 	// InProcessUsers are the users the process's own components act as
 	// (kube-controller-manager, kube-scheduler): each is given a bearer
 	// token only this process knows (a user in no group, whose rights are

@@ -26,6 +26,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver/controllers/namespace"
 	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
+	"github.com/kubeboot/kubeboot/internal/platform/progress"
 )
 
 // Post-start hook names, as kube-apiserver's; each is also a readiness
@@ -133,7 +134,7 @@ func (s *Server) addAggregatorHooks(cfg Config) error {
 		return err
 	}
 	if len(cfg.CRDs) > 0 {
-		if err := s.addCRDInstaller(cfg.CRDs); err != nil {
+		if err := s.addCRDInstaller(cfg.CRDs, cfg.Progress); err != nil {
 			return err
 		}
 	}
@@ -157,7 +158,7 @@ func (s *Server) addAggregatorHooks(cfg Config) error {
 // addCRDInstaller installs the CRDs (--crd-dir, Config.CRDs) once the chain serves. The
 // hook returns when they are established and in discovery, so /readyz
 // waits for them; a refused CRD stops the server through s.failed.
-func (s *Server) addCRDInstaller(crds []crdinstall.CRD) error {
+func (s *Server) addCRDInstaller(crds []crdinstall.CRD, report progress.Func) error {
 	client, err := apiextensionsclient.NewForConfig(s.internalClient)
 	if err != nil {
 		return fmt.Errorf("apiextensions client: %w", err)
@@ -167,7 +168,7 @@ func (s *Server) addCRDInstaller(crds []crdinstall.CRD) error {
 		return fmt.Errorf("discovery client: %w", err)
 	}
 	return s.Generic.AddPostStartHook(hookCRDInstaller, func(hc genericapiserver.PostStartHookContext) error {
-		err := crdinstall.Install(hc, client.ApiextensionsV1(), disco, crds)
+		err := crdinstall.Install(hc, client.ApiextensionsV1(), disco, crds, report)
 		if err == nil {
 			klog.FromContext(hc).Info("Installed CustomResourceDefinitions", "count", len(crds))
 			return nil

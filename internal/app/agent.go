@@ -32,7 +32,7 @@ no other host can take it over. A restart needs no flags but the data dir.`,
 			for _, w := range warnings {
 				fmt.Fprintln(stderr, "Warning: "+w)
 			}
-			logs := routeLogs(cmd)
+			logs := routeLogs(cmd, stderr)
 			fmt.Fprintf(stderr, "kubeboot %s agent, node %s, data dir %s\n", version.Kubeboot, o.Node.NodeName(), o.DataDir)
 			ctx := cmd.Context()
 			return agent.Run(ctx, o, func() error {

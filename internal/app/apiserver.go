@@ -2,9 +2,14 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"time"
+
+	"golang.org/x/term"
+
+	"github.com/kubeboot/kubeboot/internal/platform/progress"
 
 	"github.com/spf13/cobra"
 
@@ -81,13 +86,23 @@ func runControlPlane(cmd *cobra.Command, validate func() error, config func() co
 		return err
 	}
 	start := time.Now()
-	logs := routeLogs(cmd)
-	completed, err := config().Complete()
+	stderr := cmd.ErrOrStderr()
+	cfg := config()
+	tty := terminalOf(stderr)
+	if tty != nil {
+		defer tty.Clear()
+		stderr = tty
+	}
+	logs := routeLogs(cmd, stderr)
+	if tty != nil && logs != nil {
+		// Not with every log line on the terminal: they would bury it.
+		cfg.Progress = tty.Report
+	}
+	completed, err := cfg.Complete()
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	stderr := cmd.ErrOrStderr()
 	for _, w := range append(warnings, completed.Warnings()...) {
 		fmt.Fprintln(stderr, "Warning: "+w)
 	}
@@ -135,4 +150,18 @@ func nextSteps(command string, srv *controlplane.Server) string {
 		return "try: " + kubectl + " get namespaces"
 	}
 	return "try: " + kubectl + " get nodes (none? start with --simulated-nodes=3, or --node on a host with a container runtime)"
+}
+
+// terminalOf returns a progress.Terminal writing to w if w is a
+// terminal, nil otherwise (a file, a pipe, the journal).
+func terminalOf(w io.Writer) *progress.Terminal {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		width = 0
+	}
+	return progress.NewTerminal(f, width)
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"io"
 	"log"
@@ -17,6 +18,9 @@ import (
 // logToStderrFlag keeps every log line on the terminal, as before
 // kubeboot wrote them to the data dir.
 const logToStderrFlag = "log-to-stderr"
+
+// aboveFatal is a klog severity above its highest, FATAL (3).
+const aboveFatal = "4"
 
 // Rotation of the server's log file: 100 MB a file, five old ones kept
 // for 30 days at most (kube-apiserver's audit log uses the same library).
@@ -38,19 +42,38 @@ func addLogFlags(cmd *cobra.Command) {
 // logFile is the server's log, <data-dir>/logs/kubeboot.log, rotated.
 // Until open it holds the lines in memory, so that a start refused
 // before it has built anything (a refused join) leaves no data dir.
+// klog's error and fatal lines go to the terminal too, until stopping.
 type logFile struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	out io.Writer
+	mu       sync.Mutex
+	buf      bytes.Buffer
+	out      io.Writer
+	terminal io.Writer
+	// stopping is the command's context: once done, the server stops.
+	stopping context.Context
 }
 
 func (f *logFile) Write(p []byte) (int, error) {
+	// klog writes one entry at a time, its header first: "E1126 13:11:17...".
+	if len(p) > 0 && (p[0] == 'E' || p[0] == 'F') {
+		f.toTerminal(p)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.out != nil {
 		return f.out.Write(p)
 	}
 	return f.buf.Write(p)
+}
+
+// toTerminal writes an error line to the terminal, unless the server is
+// stopping: then the components' errors are those of the work the stop
+// cut short (informers that had not synced, requests in flight), a
+// screenful with many nodes; the file keeps them, and a stop that fails
+// says so in the command's error.
+func (f *logFile) toTerminal(p []byte) {
+	if f.stopping.Err() == nil {
+		_, _ = f.terminal.Write(p)
+	}
 }
 
 // open writes what was held to the file in dataDir, and from then on
@@ -74,35 +97,37 @@ func (f *logFile) open(dataDir string) (path string, err error) {
 // klog itself: CoreDNS's kubernetes plugin points klog at CoreDNS's log
 // while it starts, which would loop.
 type stdLog struct {
-	file, terminal io.Writer
+	file *logFile
 }
 
 func (l stdLog) Write(p []byte) (int, error) {
 	if bytes.Contains(p, []byte("[ERROR] ")) || bytes.Contains(p, []byte("[FATAL] ")) {
-		_, _ = l.terminal.Write(p)
+		l.file.toTerminal(p)
 	}
 	return l.file.Write(p)
 }
 
-// routeLogs sends klog's lines to a logFile, errors also to the
-// terminal, unless the command's flags keep them all on the terminal
+// routeLogs sends klog's lines to a logFile, errors also to terminal,
+// unless the command's flags keep them all on standard error
 // (--log-to-stderr, -v above 0) or standard error is systemd's journal
 // (JOURNAL_STREAM, as under install.sh's unit), which stores and rotates
-// them; it returns nil then.
-func routeLogs(cmd *cobra.Command) *logFile {
+// them; it returns nil then. Once the command's context is done (the
+// server stops) errors go to the file only.
+func routeLogs(cmd *cobra.Command, terminal io.Writer) *logFile {
 	toStderr, _ := cmd.Flags().GetBool(logToStderrFlag)
 	if v := cmd.Flags().Lookup("v"); toStderr || (v != nil && v.Value.String() != "0") || os.Getenv("JOURNAL_STREAM") != "" {
 		return nil
 	}
-	f := &logFile{}
+	f := &logFile{terminal: terminal, stopping: cmd.Context()}
 	settings := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(settings)
-	// Each line once, at its own severity; errors and fatal ones on the
-	// terminal too.
-	for name, value := range map[string]string{"logtostderr": "false", "one_output": "true", "stderrthreshold": "ERROR"} {
+	// Each line once, at its own severity. klog itself writes none to
+	// standard error (a threshold above FATAL): the logFile hands errors
+	// to terminal, which may be drawing a progress line there.
+	for name, value := range map[string]string{"logtostderr": "false", "one_output": "true", "stderrthreshold": aboveFatal} {
 		_ = settings.Set(name, value)
 	}
 	klog.SetOutput(f)
-	log.SetOutput(stdLog{file: f, terminal: cmd.ErrOrStderr()})
+	log.SetOutput(stdLog{file: f})
 	return f
 }

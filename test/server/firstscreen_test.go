@@ -20,7 +20,7 @@ import (
 var klogWarningOrWorse = regexp.MustCompile(`^[WEF]\d{4} `)
 
 // TestFirstScreen: what `kubeboot server` prints on a fresh start and on
-// a restart, until it has run for a few seconds, is a few lines (version, data
+// a restart, run for a few seconds and stopped, is a few lines (version, data
 // dir, log file, address, admin kubeconfig, ready in N ms, what to try),
 // with no warning or error: the component logs are in
 // <data-dir>/logs/kubeboot.log.
@@ -69,9 +69,8 @@ func TestFirstScreen(t *testing.T) {
 			}
 		}
 		// The controllers and scheduler start once the server is ready:
-		// the terminal is watched for a few seconds more. The stop's lines
-		// are read but not judged (a request its in-process clients cut
-		// short may still log: docs/decisions.md).
+		// the terminal is watched for a few seconds more, and through the
+		// stop, whose errors (work it cut short) go to the log file only.
 		settled := time.After(3 * time.Second)
 	running:
 		for {
@@ -88,7 +87,8 @@ func TestFirstScreen(t *testing.T) {
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		for range lines {
+		for line := range lines {
+			screen = append(screen, line)
 		}
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("%s: exit after SIGTERM: %v", start, err)

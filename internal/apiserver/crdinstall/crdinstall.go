@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/internal/platform/manifests"
+	"github.com/kubeboot/kubeboot/internal/platform/progress"
 )
 
 // FieldManager owns the fields the installer applies.
@@ -99,22 +100,30 @@ func loadFile(file string) ([]CRD, error) {
 // Install applies crds (server-side apply, so a restart updates what the
 // files changed) and waits until each is established and its served
 // versions are in discovery. An invalid CRD or a name conflict is an error
-// naming its file; Install otherwise keeps waiting until ctx ends.
-func Install(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionsGetter, disco discovery.DiscoveryInterface, crds []CRD) error {
-	for _, crd := range crds {
-		if err := apply(ctx, client, crd); err != nil {
-			return err
+// naming its file; Install otherwise keeps waiting until ctx ends. It
+// reports its progress to report: many CRDs take seconds.
+func Install(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionsGetter, disco discovery.DiscoveryInterface, crds []CRD, report progress.Func) error {
+	total := int64(len(crds))
+	step := func(name string, each func(CRD) error) error {
+		for i, crd := range crds {
+			report.Report(progress.Update{Step: name, Done: int64(i), Total: total})
+			if err := each(crd); err != nil {
+				report.Report(progress.Update{Step: name, End: true})
+				return err
+			}
 		}
+		report.Report(progress.Update{Step: name, Done: total, Total: total})
+		return nil
 	}
-	for _, crd := range crds {
+	if err := step("applying CRDs", func(crd CRD) error { return apply(ctx, client, crd) }); err != nil {
+		return err
+	}
+	return step("CRDs established", func(crd CRD) error {
 		if err := waitEstablished(ctx, client, crd); err != nil {
 			return err
 		}
-		if err := waitDiscovery(ctx, disco, crd); err != nil {
-			return err
-		}
-	}
-	return nil
+		return waitDiscovery(ctx, disco, crd)
+	})
 }
 
 func apply(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionsGetter, crd CRD) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
+	"github.com/kubeboot/kubeboot/internal/platform/progress/progresstest"
 	"github.com/kubeboot/kubeboot/kubeboottest"
 )
 
@@ -142,8 +145,20 @@ func TestStartWithCRDDir(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"crds.yaml": crdYAML("Widget") + "---\n" + crdYAML("Gadget")})
 	// A data dir of the test's: the server restarts on it below.
 	dataDir := t.TempDir()
-	srv := kubeboottest.Start(t, kubeboottest.Options{CRDDir: dir, DataDir: dataDir})
+	var steps progresstest.Recorder
+	srv := kubeboottest.Start(t, kubeboottest.Options{CRDDir: dir, DataDir: dataDir,
+		Configure: func(c *controlplane.Config) { c.Progress = steps.Report }})
 	ctx := context.Background()
+	// Each step counted the two CRDs up and ended.
+	for _, step := range []string{"applying CRDs", "CRDs established"} {
+		var got []int64
+		for _, u := range steps.Updates(step) {
+			got = append(got, u.Done)
+		}
+		if want := []int64{0, 1, 2}; !slices.Equal(got, want) {
+			t.Errorf("progress of %q: done %v, want %v", step, got, want)
+		}
+	}
 
 	disco := discovery.NewDiscoveryClientForConfigOrDie(srv.Config)
 	resources, err := disco.ServerResourcesForGroupVersion("example.com/v1")
@@ -213,9 +228,14 @@ func TestStartWithRefusedCRD(t *testing.T) {
 	bad := strings.Replace(crdYAML("Widget"), "name: widgets.example.com", "name: widgets.other.com", 1)
 	dir := writeFiles(t, map[string]string{"bad.yaml": bad})
 	start := time.Now()
-	_, err := kubeboottest.StartServer(kubeboottest.Options{CRDDir: dir})
+	var steps progresstest.Recorder
+	_, err := kubeboottest.StartServer(kubeboottest.Options{CRDDir: dir,
+		Configure: func(c *controlplane.Config) { c.Progress = steps.Report }})
 	if err == nil {
 		t.Fatal("StartServer with a refused CRD succeeded")
+	}
+	if updates := steps.Updates("applying CRDs"); len(updates) == 0 || !updates[len(updates)-1].End || updates[len(updates)-1].Done != 0 {
+		t.Errorf("the refused step's updates %+v, want the last to end it at 0", updates)
 	}
 	for _, want := range []string{"--crd-dir", "bad.yaml", `CustomResourceDefinition.apiextensions.k8s.io "widgets.other.com" is invalid`, "metadata.name"} {
 		if !strings.Contains(err.Error(), want) {

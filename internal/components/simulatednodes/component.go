@@ -7,12 +7,14 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/progress"
 )
 
 // Component is the simulated nodes as a component of a control plane.
 type Component struct {
 	opts        *Options
 	assignCIDRs bool
+	progress    progress.Func
 	ready       chan struct{}
 }
 
@@ -27,10 +29,11 @@ func New(o *Options, assignCIDRs bool) *Component {
 func (c *Component) Name() string { return "simulated nodes" }
 
 // Complete implements controlplane.Component.
-func (c *Component) Complete(controlplane.Settings) (controlplane.Needs, error) {
+func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error) {
 	if err := errors.Join(c.opts.Validate()...); err != nil {
 		return controlplane.Needs{}, err
 	}
+	c.progress = s.Progress
 	return controlplane.Needs{
 		User:    User,
 		Grant:   Access,
@@ -44,7 +47,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	return Run(ctx, c.opts, client, c.assignCIDRs, func() { close(c.ready) })
+	return Run(ctx, c.opts, client, c.assignCIDRs, c.progress, func() { close(c.ready) })
 }
 
 // Ready implements controlplane.ReadyComponent: it is closed once every

@@ -19,6 +19,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -45,6 +46,7 @@ import (
 	"sigs.k8s.io/kwok/pkg/kwok/controllers"
 	kwoklog "sigs.k8s.io/kwok/pkg/log"
 
+	"github.com/kubeboot/kubeboot/internal/platform/progress"
 	"github.com/kubeboot/kubeboot/internal/platform/simulated"
 	"github.com/kubeboot/kubeboot/internal/platform/version"
 )
@@ -84,17 +86,18 @@ var capacity = corev1.ResourceList{
 
 // Run keeps o.Count simulated nodes until ctx is done, acting through
 // client (as User, with Access's rights). assignCIDRs is false when
-// kube-controller-manager allocates the nodes' pod CIDRs. ready is called
-// once every node is Ready. It returns nil once ctx is done, or the error
-// that kept the nodes from starting.
-func Run(ctx context.Context, o *Options, client *rest.Config, assignCIDRs bool, ready func()) error {
+// kube-controller-manager allocates the nodes' pod CIDRs. How many nodes
+// are created, then Ready, goes to report (thousands take seconds); ready
+// is called once every node is Ready. It returns nil once ctx is done, or
+// the error that kept the nodes from starting.
+func Run(ctx context.Context, o *Options, client *rest.Config, assignCIDRs bool, report progress.Func, ready func()) error {
 	logger := klog.FromContext(ctx).WithName("simulated-nodes")
 	ctx = klog.NewContext(ctx, logger)
 	typed, err := kubernetes.NewForConfig(client)
 	if err != nil {
 		return err
 	}
-	if err := ensureNodes(ctx, typed, o, assignCIDRs); err != nil {
+	if err := ensureNodes(ctx, typed, o, assignCIDRs, report); err != nil {
 		return fmt.Errorf("simulated nodes: %w", err)
 	}
 	c, err := newController(ctx, o, client, typed)
@@ -110,7 +113,7 @@ func Run(ctx context.Context, o *Options, client *rest.Config, assignCIDRs bool,
 	// kwok skips a Pod bound to a node it does not play yet, and may miss
 	// it again when it starts playing the node (its pod and node workers
 	// race), so Pods are best bound to Ready nodes: say when they are.
-	if err := waitReady(ctx, typed, o.Count); err != nil {
+	if err := waitReady(ctx, typed, o.Count, report); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -125,10 +128,13 @@ func Run(ctx context.Context, o *Options, client *rest.Config, assignCIDRs bool,
 // readyTimeout bounds how long the nodes may take to be Ready.
 const readyTimeout = 2 * time.Minute
 
-// waitReady waits until the simulated nodes 0 ... count-1 are Ready.
-func waitReady(ctx context.Context, client kubernetes.Interface, count int) error {
+// waitReady waits until the simulated nodes 0 ... count-1 are Ready,
+// reporting how many are.
+func waitReady(ctx context.Context, client kubernetes.Interface, count int, report progress.Func) error {
 	selector := labels.SelectorFromSet(labels.Set{TypeLabel: TypeValue}).String()
 	var ready int
+	update := progress.Update{Step: "simulated nodes Ready", Total: int64(count)}
+	defer func() { update.End = true; report.Report(update) }()
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, readyTimeout, true, func(ctx context.Context) (bool, error) {
 		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
 		if err != nil {
@@ -140,6 +146,8 @@ func waitReady(ctx context.Context, client kubernetes.Interface, count int) erro
 				ready++
 			}
 		}
+		update.Done = int64(ready)
+		report.Report(update)
 		return ready >= count, nil
 	})
 	if err != nil {
@@ -276,8 +284,8 @@ func editStatus(s *internalversion.Stage, old, new string) error {
 }
 
 // ensureNodes creates the simulated nodes that do not exist and deletes
-// those beyond o.Count.
-func ensureNodes(ctx context.Context, client kubernetes.Interface, o *Options, assignCIDRs bool) error {
+// those beyond o.Count, reporting how many it has created.
+func ensureNodes(ctx context.Context, client kubernetes.Interface, o *Options, assignCIDRs bool, report progress.Func) error {
 	existing, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{TypeLabel: TypeValue}).String()})
 	if err != nil {
@@ -302,6 +310,11 @@ func ensureNodes(ctx context.Context, client kubernetes.Interface, o *Options, a
 	}
 	var g errgroup.Group
 	g.SetLimit(16)
+	missing := int64(o.Count - len(have))
+	var created atomic.Int64
+	defer func() {
+		report.Report(progress.Update{Step: "creating simulated nodes", Done: created.Load(), Total: missing, End: true})
+	}()
 	for i := range o.Count {
 		if have[NodeName(i)] {
 			continue
@@ -310,7 +323,10 @@ func ensureNodes(ctx context.Context, client kubernetes.Interface, o *Options, a
 		g.Go(func() error {
 			_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
-				return nil
+				err = nil
+			}
+			if err == nil {
+				report.Report(progress.Update{Step: "creating simulated nodes", Done: created.Add(1), Total: missing})
 			}
 			return err
 		})

@@ -21,6 +21,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
+
+	"github.com/kubeboot/kubeboot/internal/platform/progress"
 )
 
 const (
@@ -67,7 +69,7 @@ func Save(ctx context.Context, client *clientv3.Client, dir, name, node string, 
 		_ = os.Remove(tmp)
 		return Snapshot{}, err
 	}
-	if err := Verify(tmp); err != nil {
+	if err := Verify(tmp, nil); err != nil {
 		_ = os.Remove(tmp)
 		return Snapshot{}, err
 	}
@@ -106,8 +108,9 @@ func save(ctx context.Context, client *clientv3.Client, path string) error {
 // ErrCorrupt is a snapshot whose checksum does not match its content.
 var ErrCorrupt = errors.New("the snapshot is corrupt: its checksum does not match its content")
 
-// Verify checks a snapshot's trailing SHA-256 against its content.
-func Verify(path string) error {
+// Verify checks a snapshot's trailing SHA-256 against its content,
+// reporting how much of it it has read.
+func Verify(path string, report progress.Func) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -121,7 +124,9 @@ func Verify(path string) error {
 		return fmt.Errorf("%s: %w", path, ErrCorrupt)
 	}
 	h := sha256.New()
-	if _, err := io.CopyN(h, f, info.Size()-sha256.Size); err != nil {
+	read := &progressWriter{update: progress.Update{Step: "checking snapshot", Total: info.Size() - sha256.Size, Unit: progress.Bytes}, report: report}
+	defer read.end()
+	if _, err := io.CopyN(io.MultiWriter(h, read), f, info.Size()-sha256.Size); err != nil {
 		return err
 	}
 	sum := make([]byte, sha256.Size)
@@ -199,8 +204,13 @@ func Prune(dir, prefix string, retention int) ([]Snapshot, error) {
 // new one-member cluster of the member name with peerURL; the data it
 // replaces is kept aside (etcd.old-<unix time>) and put back if the
 // restore fails. A corrupt snapshot is refused before anything changes.
-func Restore(path, etcdDir, name, peerURL string, now time.Time) (aside string, err error) {
-	if err := Verify(path); err != nil {
+// How much it has checked, then copied, goes to report.
+func Restore(path, etcdDir, name, peerURL string, now time.Time, report progress.Func) (aside string, err error) {
+	if err := Verify(path, report); err != nil {
+		return "", err
+	}
+	info, err := os.Stat(path)
+	if err != nil {
 		return "", err
 	}
 	if _, err := os.Stat(etcdDir); err == nil {
@@ -209,6 +219,11 @@ func Restore(path, etcdDir, name, peerURL string, now time.Time) (aside string, 
 			return "", err
 		}
 	}
+	// etcd copies the snapshot into the member's db file, then checks
+	// and rewrites it: the file's size is how far the copy has come.
+	stop := watchSize(filepath.Join(etcdDir, "member", "snap", "db"),
+		progress.Update{Step: "restoring snapshot", Total: info.Size() - sha256.Size, Unit: progress.Bytes}, report)
+	defer stop()
 	err = snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
 		SnapshotPath:        path,
 		Name:                name,
@@ -227,4 +242,58 @@ func Restore(path, etcdDir, name, peerURL string, now time.Time) (aside string, 
 		return "", fmt.Errorf("restoring %s: %w", path, err)
 	}
 	return aside, nil
+}
+
+// progressWriter reports the bytes written to it as update's Done.
+type progressWriter struct {
+	update progress.Update
+	report progress.Func
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.update.Done += int64(len(p))
+	w.report.Report(w.update)
+	return len(p), nil
+}
+
+// end ends the step, however far it came.
+func (w *progressWriter) end() {
+	w.update.End = true
+	w.report.Report(w.update)
+}
+
+// sizePollInterval is how often watchSize looks at the file.
+const sizePollInterval = 100 * time.Millisecond
+
+// watchSize reports the size of the file at path as update's Done, short
+// of its Total until stop is called: the file is whole before its writer
+// is done with it.
+func watchSize(path string, update progress.Update, report progress.Func) (stop func()) {
+	if report == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		ticker := time.NewTicker(sizePollInterval)
+		defer ticker.Stop()
+		for {
+			if info, err := os.Stat(path); err == nil {
+				update.Done = min(info.Size(), update.Total-1)
+			}
+			report.Report(update)
+			select {
+			case <-done:
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+		update.End = true
+		report.Report(update)
+	}
 }
