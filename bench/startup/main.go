@@ -8,7 +8,8 @@
 //   - restart: the same on that data dir after a clean SIGTERM stop;
 //   - idle RSS: VmRSS of the fresh process (embedded etcd included) after it
 //     has been ready and idle for -settle, and its anonymous and file-backed
-//     parts.
+//     parts;
+//   - peak RSS: VmHWM of the fresh process by then, the start's peak.
 //
 // Each of -runs runs does one fresh start and one restart, and the tool
 // prints the median, min, p90 and max of each metric, optionally as JSON,
@@ -46,18 +47,19 @@ import (
 // targets are the medians' targets: for the apiserver (issue 10's for the
 // whole API: fresh within a sixth of kube-apiserver 1.37's 3.5-4.0 s here,
 // restart 450 ms, RSS 120 MB) and for `kubeboot server` (issue 11's: a
-// quarter of the four peer processes' 4.3-4.8 s here, RSS 200 MB; no
-// restart target). RSS is in MiB, as printed (the issues' MB are 10^6
-// bytes). With -peer the fresh start is also held to its ratio,
-// freshVsPeer. A negative target is none.
-type targets struct{ fresh, restart, rss, freshVsPeer float64 }
+// quarter of the four peer processes' 4.3-4.8 s here; issue 29's: idle
+// RSS 120 MB, the fresh start's peak 160 MB; no restart target). RSS is in
+// MiB, as printed (the issues' MB are 10^6 bytes). With -peer the fresh
+// start is also held to its ratio, freshVsPeer. A negative target is
+// none.
+type targets struct{ fresh, restart, rss, peak, freshVsPeer float64 }
 
 // megabyte is 10^6 bytes in MiB.
 const megabyte = 1e6 / (1 << 20)
 
 var (
-	apiserverTargets = targets{fresh: 600, restart: 450, rss: 120 * megabyte, freshVsPeer: 1.0 / 6}
-	serverTargets    = targets{fresh: 1000, restart: -1, rss: 200 * megabyte, freshVsPeer: 1.0 / 4}
+	apiserverTargets = targets{fresh: 600, restart: 450, rss: 120 * megabyte, peak: -1, freshVsPeer: 1.0 / 6}
+	serverTargets    = targets{fresh: 1000, restart: -1, rss: 120 * megabyte, peak: 160 * megabyte, freshVsPeer: 1.0 / 4}
 )
 
 // bench holds the flags and the shared /readyz client.
@@ -360,6 +362,7 @@ func newReport(b *bench, samples []sample, targets bool) *report {
 	// pages, whose residency depends on the kernel's page cache.
 	add("idle_rss_anon", "MiB", -1, func(s sample) float64 { return s.mem.Anon })
 	add("idle_rss_file", "MiB", -1, func(s sample) float64 { return s.mem.File })
+	add("peak_rss", "MiB", t.peak, func(s sample) float64 { return s.mem.Peak })
 	return r
 }
 
@@ -386,6 +389,7 @@ func (r *report) addPeer(samples []sample, freshVsPeer float64) {
 		{"fresh_ready", "ms", func(s sample) float64 { return ms(s.fresh) }},
 		{"restart_ready", "ms", func(s sample) float64 { return ms(s.restart) }},
 		{"idle_rss", "MiB", func(s sample) float64 { return s.mem.RSS }},
+		{"peak_rss", "MiB", func(s sample) float64 { return s.mem.Peak }},
 	} {
 		m := metric{Name: "peer_" + x.name, Unit: x.unit}
 		for _, s := range samples {

@@ -74,9 +74,10 @@ joins through the CSR flow, kube-proxy runs in the process (--kubelet-arg,
 // completes the configuration and runs the control plane until the
 // command's context is done.
 func runControlPlane(cmd *cobra.Command, validate func() error, config func() controlplane.Config) error {
-	tuneGC := os.Getenv("GOGC") == ""
+	tuneGC := os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == ""
 	if tuneGC {
 		debug.SetGCPercent(startupGCPercent)
+		debug.SetMemoryLimit(startupLimit(0))
 	}
 	warnings, err := applyConfigFile(cmd.Flags())
 	if err != nil {

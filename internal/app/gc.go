@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"math"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -42,6 +43,55 @@ const (
 	gcLoadPeriod  = time.Second
 )
 
+// While the server starts, startupGCPercent alone would let the heap
+// grow to five times what is live between collections: most of the
+// start's peak resident set. A memory limit caps it: startupMemoryLimit,
+// or startupLimitFactor times the live heap once more is live (a start on
+// a large cluster's data), so that the collector never runs back to back.
+// Start-up took as long with it (docs/performance.md). The limit holds
+// until the server first idles: the components that start once it is
+// ready are part of the start.
+const (
+	startupMemoryLimit = 128 << 20 // bytes
+	startupLimitFactor = 2
+	startupLimitPeriod = 100 * time.Millisecond
+)
+
+// startupLimit is the memory limit while starting with live bytes of
+// live heap.
+func startupLimit(live uint64) int64 {
+	const ceiling = math.MaxInt64 / 2
+	if live >= ceiling/startupLimitFactor {
+		return ceiling
+	}
+	return max(startupMemoryLimit, startupLimitFactor*int64(live))
+}
+
+// limitStartupMemory sets the start-up memory limit and follows the live
+// heap with it until started is closed or ctx is done, then lifts it.
+func limitStartupMemory(ctx context.Context, started <-chan struct{}) {
+	sample := []metrics.Sample{{Name: heapLive}}
+	limit := startupLimit(0)
+	debug.SetMemoryLimit(limit)
+	defer debug.SetMemoryLimit(math.MaxInt64)
+	ticker := time.NewTicker(startupLimitPeriod)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-started:
+			return
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		metrics.Read(sample)
+		if l := startupLimit(sample[0].Value.Uint64()); l != limit {
+			limit = l
+			debug.SetMemoryLimit(limit)
+		}
+	}
+}
+
 // The runtime metrics read: bytes allocated so far, and the heap the last
 // collection found live.
 const (
@@ -66,8 +116,14 @@ func busyPercent(live uint64) int {
 // heap returned to the OS; the first time, the executable pages only
 // start-up needed are given back too. So start-up's memory is released
 // once the server is idle, not under a load that starts as soon as it is
-// ready. Unless tuneGC (GOGC is not set), the collector is left alone.
+// ready. Until it first idles, the start-up memory limit holds
+// (limitStartupMemory). Unless tuneGC (neither GOGC nor GOMEMLIMIT is
+// set), the collector is left alone.
 func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, tuneGC bool) {
+	started := make(chan struct{})
+	if tuneGC {
+		go limitStartupMemory(ctx, started)
+	}
 	select {
 	case <-ready:
 	case <-ctx.Done():
@@ -114,6 +170,7 @@ func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, tuneGC boo
 			busy = false
 			if !trimmed {
 				trimmed = true
+				close(started)
 				n, err := memtrim.ReleaseStartupPages()
 				logger.V(2).Info("Released start-up pages of the executable", "bytes", n, "err", err)
 			}

@@ -1,6 +1,12 @@
 package app
 
-import "testing"
+import (
+	"context"
+	"math"
+	"runtime/debug"
+	"testing"
+	"time"
+)
 
 func TestBusyPercent(t *testing.T) {
 	for _, tc := range []struct {
@@ -21,5 +27,46 @@ func TestBusyPercent(t *testing.T) {
 		if got := busyPercent(tc.live); got != tc.want {
 			t.Errorf("busyPercent(%d MiB) = %d, want %d", tc.live>>20, got, tc.want)
 		}
+	}
+}
+
+func TestStartupLimit(t *testing.T) {
+	for _, tc := range []struct {
+		live uint64
+		want int64
+	}{
+		{0, startupMemoryLimit},                                       // before the first collection
+		{30 << 20, startupMemoryLimit},                                // a fresh server's heap
+		{startupMemoryLimit / startupLimitFactor, startupMemoryLimit}, // at the floor
+		{200 << 20, startupLimitFactor * 200 << 20},                   // a large cluster's: twice what is live
+		{1 << 63, math.MaxInt64 / 2},                                  // never overflowing
+	} {
+		if got := startupLimit(tc.live); got != tc.want {
+			t.Errorf("startupLimit(%d MiB) = %d MiB, want %d MiB", tc.live>>20, got>>20, tc.want>>20)
+		}
+	}
+}
+
+// TestLimitStartupMemoryLifts: the limit holds while starting and is
+// lifted when the start is over.
+func TestLimitStartupMemoryLifts(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	started := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		limitStartupMemory(context.Background(), started)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for debug.SetMemoryLimit(-1) != startupMemoryLimit {
+		if time.Now().After(deadline) {
+			t.Fatalf("memory limit %d while starting, want %d", debug.SetMemoryLimit(-1), startupMemoryLimit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(started)
+	<-done
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit %d once started, want none (%d)", got, int64(math.MaxInt64))
 	}
 }
