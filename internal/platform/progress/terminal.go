@@ -20,9 +20,10 @@ type Terminal struct {
 	width int
 	now   func() time.Time
 	steps []*step
-	// shown is whether the last line is a progress line now.
-	shown    bool
-	lastDraw time.Time
+	// shown is whether the last line is a progress line now; partial,
+	// whether it is a line written through Write and not ended yet.
+	shown, partial bool
+	lastDraw       time.Time
 }
 
 type step struct {
@@ -55,9 +56,10 @@ func (t *Terminal) Write(p []byte) (int, error) {
 	t.erase()
 	n, err := t.out.Write(p)
 	// A partial line stays the last one until it is ended.
-	if len(p) > 0 && p[len(p)-1] == '\n' {
-		t.draw()
+	if len(p) > 0 {
+		t.partial = p[len(p)-1] != '\n'
 	}
+	t.draw()
 	return n, err
 }
 
@@ -105,6 +107,9 @@ func (t *Terminal) erase() {
 
 // draw writes the line of the steps that have lasted, cut to the width.
 func (t *Terminal) draw() {
+	if t.partial {
+		return
+	}
 	now := t.now()
 	var parts []string
 	for _, s := range t.steps {

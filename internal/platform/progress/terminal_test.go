@@ -99,6 +99,19 @@ func TestTerminalSeveralStepsAndPartialLines(t *testing.T) {
 	if got, want := out.String(), eraseLine+"partial"; got != want {
 		t.Errorf("partial line: %q, want %q", got, want)
 	}
+	// Nor drawn after it by an update, until the line is ended.
+	c.advance(redrawEvery)
+	term.Report(Update{Step: "restoring snapshot", Done: 60e6, Total: 200e6, Unit: Bytes})
+	if got, want := out.String(), eraseLine+"partial"; got != want {
+		t.Errorf("after an update the partial line is %q, want %q", got, want)
+	}
+	out.Reset()
+	if _, err := term.Write([]byte(" line\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), " line\nrestoring snapshot 60.0/200.0 MB (30%)"; got != want {
+		t.Errorf("ending the line gives %q, want %q", got, want)
+	}
 }
 
 func TestTerminalCutsToWidth(t *testing.T) {
