@@ -100,7 +100,7 @@ func Run(ctx context.Context, o *Options, client *rest.Config, assignCIDRs bool,
 	if err := ensureNodes(ctx, typed, o, assignCIDRs, report); err != nil {
 		return fmt.Errorf("simulated nodes: %w", err)
 	}
-	c, err := newController(ctx, o, client, typed)
+	c, err := newController(ctx, o, client, typed, !assignCIDRs)
 	if err != nil {
 		return fmt.Errorf("simulated nodes: %w", err)
 	}
@@ -158,7 +158,7 @@ func waitReady(ctx context.Context, client kubernetes.Interface, count int, repo
 
 // newController is kwok's controller for the simulated nodes, with
 // kwok's own stages.
-func newController(ctx context.Context, o *Options, client *rest.Config, typed kubernetes.Interface) (*controllers.Controller, error) {
+func newController(ctx context.Context, o *Options, client *rest.Config, typed kubernetes.Interface, awaitPodCIDR bool) (*controllers.Controller, error) {
 	dyn, err := dynamic.NewForConfig(client)
 	if err != nil {
 		return nil, err
@@ -167,7 +167,7 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 	if err != nil {
 		return nil, err
 	}
-	stages, err := stages(o)
+	stages, err := stages(o, awaitPodCIDR)
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +208,13 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 // kubelets) and heartbeats through its lease; a Pod
 // becomes Ready (after o.PodStartupDelay), completes when its
 // restartPolicy says it may (and is then no longer Ready), and is removed
-// once deleted.
-func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
+// once deleted. With awaitPodCIDR (kube-controller-manager allocates the
+// nodes' pod CIDRs) a node initializes only once it has its pod CIDR, as
+// a node's pod network waits for it: otherwise kwok's status patch races
+// the allocator's, whose informer may then still see the node without a
+// CIDR and allocate it a second one (refused by validation, logged as an
+// error, and with many nodes exhausting the range for a while).
+func stages(o *Options, awaitPodCIDR bool) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	byRef := map[internalversion.StageResourceRef][]*internalversion.Stage{}
 	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
 		podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
@@ -221,6 +226,13 @@ func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion
 		case s.Name == "node-initialize":
 			if err := editStatus(s, kwokKubeProxyVersion, noKubeProxyVersion); err != nil {
 				return nil, err
+			}
+			if awaitPodCIDR {
+				if s.Spec.Selector == nil {
+					return nil, fmt.Errorf("kwok stage %s: no selector to add the pod CIDR's to", s.Name)
+				}
+				s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions,
+					internalversion.MatchExpression{JQ: &internalversion.SelectorJQ{Key: ".spec.podCIDR", Operator: internalversion.SelectorOpExists}})
 			}
 		case s.Name == "pod-ready" && o.PodStartupDelay > 0:
 			ms := o.PodStartupDelay.Milliseconds()
