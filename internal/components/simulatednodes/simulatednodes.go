@@ -16,7 +16,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -104,9 +103,9 @@ func Run(ctx context.Context, o *Options, client *rest.Config, assignCIDRs bool,
 	if err != nil {
 		return fmt.Errorf("simulated nodes: %w", err)
 	}
-	// kwok logs through its own logger (log/slog); warnings and errors
-	// are worth a user's attention.
-	ctx = kwoklog.NewContext(ctx, kwoklog.NewLogger(os.Stderr, kwoklog.LevelWarn))
+	// kwok logs through its own logger (log/slog): its warnings and
+	// errors go where the server's logs go.
+	ctx = kwoklog.NewContext(ctx, kwoklog.NewLogger(kwokLog{logger: logger.WithName("kwok")}, kwoklog.LevelWarn))
 	if err := c.Start(ctx); err != nil {
 		return fmt.Errorf("simulated nodes: %w", err)
 	}
