@@ -7,14 +7,12 @@ import (
 	"runtime/debug"
 	"time"
 
-	"golang.org/x/term"
-
-	"github.com/kubeboot/kubeboot/internal/platform/progress"
-
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/app/options"
+	"github.com/kubeboot/kubeboot/internal/platform/progress"
 	"github.com/kubeboot/kubeboot/internal/platform/version"
 )
 
