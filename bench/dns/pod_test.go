@@ -25,15 +25,7 @@ import (
 // dnsload); the medians of the iterations' queries/s, p50 and p99 are
 // reported.
 func BenchmarkClusterDNSFromPod(b *testing.B) {
-	addr := harness.Addr(0)
-	harness.RequireAddrs(b, addr)
-	harness.RequireContainerd(b)
-	bin, err := harness.Binary()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cri := harness.StartContainerd(b)
-	srv := harness.StartReadyServer(b, 2*time.Minute, bin, filepath.Join(b.TempDir(), "data"), harness.NodeServerArgs(b, addr, cri)...)
+	srv := harness.StartNodeServer(b)
 	client := srv.MustClient(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -8,7 +8,6 @@ package podstart
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -34,16 +33,7 @@ const batch = 10
 // its create call to the watch showing it Running with an IP; p50 and p99
 // are reported.
 func BenchmarkPodStart(b *testing.B) {
-	addr := harness.Addr(0)
-	harness.RequireAddrs(b, addr)
-	harness.RequireContainerd(b)
-	bin, err := harness.Binary()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cri := harness.StartContainerd(b)
-	srv := harness.StartReadyServer(b, 2*time.Minute, bin, filepath.Join(b.TempDir(), "data"),
-		append(harness.NodeServerArgs(b, addr, cri), "--kubelet-arg=--max-pods=250")...)
+	srv := harness.StartNodeServer(b, "--kubelet-arg=--max-pods=250")
 	client := srv.MustClient(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -2,9 +2,11 @@ package harness
 
 import (
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // NodeArgs are the --kubelet-arg and --proxy-arg flags of a node in a
@@ -56,6 +58,23 @@ func NodeServerArgs(t testing.TB, addr, cri string) []string {
 	t.Helper()
 	return append([]string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
 		"--node", "--kubelet-arg=--node-ip=" + addr}, NodeArgs(t, cri)...)
+}
+
+// StartNodeServer starts a ready `kubeboot server --node` on a containerd
+// of the test's own, at Addr(0) (NodeServerArgs, then extra), as the node
+// benchmarks run it; the test is skipped where the address or containerd
+// is missing.
+func StartNodeServer(t testing.TB, extra ...string) *APIServer {
+	t.Helper()
+	addr := Addr(0)
+	RequireAddrs(t, addr)
+	RequireContainerd(t)
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cri := StartContainerd(t)
+	return StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"), append(NodeServerArgs(t, addr, cri), extra...)...)
 }
 
 // CNIConfDir is where the nodes of the tests write their CNI
