@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -265,6 +266,46 @@ func TestServerControllers(t *testing.T) {
 				if err != nil || len(r.Rules) == 0 {
 					return false, fmt.Sprintf("%s: %v, %d rules", name, err, len(r.Rules))
 				}
+			}
+			return true, ""
+		})
+	})
+
+	t.Run("a ValidatingAdmissionPolicy's expressions are type-checked", func(t *testing.T) {
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "replica-limit"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				MatchConstraints: &admissionregistrationv1.MatchResources{
+					ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+						RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+							Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+							Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+						},
+					}},
+				},
+				Validations: []admissionregistrationv1.Validation{
+					{Expression: "object.spec.replicas <= 5"},
+					{Expression: "object.spec.replicaz <= 5"}, // no such field
+				},
+			},
+		}
+		if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
+		})
+		eventually(t, 30*time.Second, "a warning for the misspelt field only", func(ctx context.Context) (bool, string) {
+			p, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policy.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+				return false, fmt.Sprintf("status not yet observed: %+v", p.Status)
+			}
+			w := p.Status.TypeChecking.ExpressionWarnings
+			if len(w) != 1 || w[0].FieldRef != "spec.validations[1].expression" || !strings.Contains(w[0].Warning, "replicaz") {
+				t.Fatalf("type-checking warnings %+v, want one for spec.validations[1].expression naming replicaz", w)
 			}
 			return true, ""
 		})

@@ -36,15 +36,15 @@ var instances atomic.Int64
 // one process fails. Here the first context of a process is named as
 // upstream's, later ones get a number, and release returns the name.
 // Its informers share their Pods and Nodes with the process's other
-// components through sharedObjects. Everything else is upstream's:
+// components through sharedObjects, and are started with ctx by start. Everything else is upstream's:
 // informers without managed fields, the metadata informers, a discovery
 // REST mapper reset every 30 s, the garbage collector's dependency graph
 // when it runs.
 func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, root, builder clientbuilder.ControllerClientBuilder,
-	sharedObjects *sharedobjects.Pool) (_ cmapp.ControllerContext, release func(), err error) {
+	sharedObjects *sharedobjects.Pool) (_ cmapp.ControllerContext, _ contextInformers, err error) {
 	client, err := root.Client("shared-informers")
 	if err != nil {
-		return cmapp.ControllerContext{}, nil, err
+		return cmapp.ControllerContext{}, contextInformers{}, err
 	}
 	name := "kube-controller-manager"
 	if n := instances.Add(1); n > 1 {
@@ -52,7 +52,7 @@ func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, roo
 	}
 	informerName, err := cache.NewInformerName(name)
 	if err != nil {
-		return cmapp.ControllerContext{}, nil, err
+		return cmapp.ControllerContext{}, contextInformers{}, err
 	}
 	defer func() {
 		if err != nil {
@@ -64,16 +64,16 @@ func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, roo
 		informers.WithInformerName(informerName))
 	metadataConfig, err := root.Config("metadata-informers")
 	if err != nil {
-		return cmapp.ControllerContext{}, nil, err
+		return cmapp.ControllerContext{}, contextInformers{}, err
 	}
 	metadataClient, err := metadata.NewForConfig(metadataConfig)
 	if err != nil {
-		return cmapp.ControllerContext{}, nil, err
+		return cmapp.ControllerContext{}, contextInformers{}, err
 	}
 	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, resync(), metadatainformer.WithTransform(sharedObjects.Transform))
 	discovery, err := root.DiscoveryClient("controller-discovery")
 	if err != nil {
-		return cmapp.ControllerContext{}, nil, err
+		return cmapp.ControllerContext{}, contextInformers{}, err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery))
 	go wait.Until(mapper.Reset, 30*time.Second, ctx.Done())
@@ -98,5 +98,23 @@ func newControllerContext(ctx context.Context, c *kcmconfig.CompletedConfig, roo
 			cctx.ObjectOrMetadataInformerFactory, cctx.InformersStarted)
 	}
 	controllersmetrics.Register()
-	return cctx, informerName.Release, nil
+	return cctx, contextInformers{typed: typed, metadata: metadataInformers, release: informerName.Release}, nil
+}
+
+// contextInformers are a controller context's informer factories.
+type contextInformers struct {
+	typed    informers.SharedInformerFactory
+	metadata metadatainformer.SharedInformerFactory
+	release  func() // returns the informer name
+}
+
+// start starts the informers the controllers have asked for. The typed
+// ones start with ctx: the context upstream's Start(stopCh) makes of its
+// channel is of a type of its own, and every context derived from one
+// costs a goroutine that waits for its parent (context's
+// propagateCancel), for each informer's reflector and each of its watch
+// requests. The metadata factory's interface has no StartWithContext.
+func (i contextInformers) start(ctx context.Context) {
+	i.typed.StartWithContext(ctx)
+	i.metadata.Start(ctx.Done())
 }

@@ -251,27 +251,33 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig, sharedObj
 	if c.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
 		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), metav1.NamespaceSystem)
 	}
-	cctx, release, err := newControllerContext(ctx, c, root, builder, sharedObjects)
+	cctx, contextInformers, err := newControllerContext(ctx, c, root, builder, sharedObjects)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
-	defer release()
+	defer contextInformers.release()
 	tokens, err := newTokensController(ctx, cctx, root)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
+	policyStatus, err := newPolicyStatusController(cctx)
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
 	descriptors := cmapp.NewControllerDescriptors()
-	delete(descriptors, names.ServiceAccountTokenController) // tokens
+	delete(descriptors, names.ServiceAccountTokenController)             // tokens
+	delete(descriptors, names.ValidatingAdmissionPolicyStatusController) // policyStatus
 	controllers, err := cmapp.BuildControllers(ctx, cctx, descriptors, mux, health)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
-	if tokens != nil {
-		controllers = append([]cmapp.Controller{tokens}, controllers...)
+	for _, own := range []cmapp.Controller{policyStatus, tokens} {
+		if own != nil {
+			controllers = append([]cmapp.Controller{own}, controllers...)
+		}
 	}
-	cctx.InformerFactory.Start(ctx.Done())
+	contextInformers.start(ctx)
 	defer cctx.InformerFactory.Shutdown()
-	cctx.ObjectOrMetadataInformerFactory.Start(ctx.Done())
 	close(cctx.InformersStarted)
 	if len(controllers) == 0 {
 		<-ctx.Done()
