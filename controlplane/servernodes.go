@@ -83,7 +83,7 @@ func (s *Server) removeDeletedServers(ctx context.Context) {
 		logger.Error(err, "Watching Nodes for the etcd members of deleted servers")
 		return
 	}
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	defer factory.Shutdown()
 	for {
 		name, shutdown := queue.Get()

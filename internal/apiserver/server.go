@@ -328,9 +328,9 @@ func (s *Server) Run(ctx context.Context) error {
 		if s.storage.WaitForCaches(ctx) != nil {
 			return
 		}
-		s.informers.Start(ctx.Done())
-		s.crds.Informers.Start(ctx.Done())
-		s.aggregator.APIRegistrationInformers.Start(ctx.Done())
+		s.informers.StartWithContext(ctx)
+		s.crds.Informers.StartWithContext(ctx)
+		s.aggregator.APIRegistrationInformers.StartWithContext(ctx)
 	}()
 
 	namespaces := make(chan struct{})

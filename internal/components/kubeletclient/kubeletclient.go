@@ -104,9 +104,9 @@ func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
 		AddFunc: own, UpdateFunc: func(_, obj any) { own(obj) }}); err != nil {
 		return err
 	}
-	bindingFactory.Start(ctx.Done())
+	bindingFactory.StartWithContext(ctx)
 	defer bindingFactory.Shutdown()
-	tokenFactory.Start(ctx.Done())
+	tokenFactory.StartWithContext(ctx)
 	defer tokenFactory.Shutdown()
 	a := approver{tokens: tokens.Lister().Secrets(metav1.NamespaceSystem)}
 	// A request can come before the approver sees its token.

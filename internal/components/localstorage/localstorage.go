@@ -132,7 +132,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		o.LabelSelector = labels.SelectorFromSet(labels.Set{simulatednodes.TypeLabel: simulatednodes.TypeValue}).String()
 	}))
 	nodes := factory.Core().V1().Nodes().Lister()
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	defer factory.Shutdown()
 	factory.WaitForCacheSync(ctx.Done())
 	run(ctx, client, &provisioner{client: client, root: filepath.Join("/", DirName), serves: func(node string) bool {

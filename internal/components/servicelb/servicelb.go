@@ -127,7 +127,7 @@ func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
 	defer broadcaster.Shutdown()
 	c := controller{client: client, services: services.Lister(), nodes: nodes.Lister(),
 		recorder: broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "servicelb"})}
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	defer factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), services.Informer().HasSynced, nodes.Informer().HasSynced) {
 		return nil

@@ -83,7 +83,7 @@ func (a *Approver) Run(ctx context.Context, client kubernetes.Interface, factory
 		}
 		synced = append(synced, in.HasSynced)
 	}
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	defer factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil
