@@ -9,7 +9,14 @@
 //   - idle RSS: VmRSS of the fresh process (embedded etcd included) after it
 //     has been ready and idle for -settle, and its anonymous and file-backed
 //     parts;
-//   - peak RSS: VmHWM of the fresh process by then, the start's peak.
+//   - peak RSS: VmHWM of the fresh process by then, the start's peak;
+//   - the idle floor: the fresh process's live heap, goroutine stacks and
+//     runtime metadata (its /metrics) and its resident executable pages,
+//     the least its resident set could be without collector headroom or
+//     heap fragmentation;
+//   - init RSS: the resident set of a `kubeboot server` that has only
+//     initialized its packages (it waits on a named pipe as its
+//     --config), a floor under the start's peak.
 //
 // Each of -runs runs does one fresh start and one restart, and the tool
 // prints the median, min, p90 and max of each metric, optionally as JSON,
@@ -90,6 +97,8 @@ type bench struct {
 type sample struct {
 	fresh, restart time.Duration
 	mem            benchserver.Memory // of the fresh process, idle
+	runtime        runtimeMemory      // the same process's, by its runtime
+	init           benchserver.Memory // of a process that has only initialized
 }
 
 func main() { os.Exit(run()) }
@@ -241,6 +250,9 @@ func (b *bench) once(ctx context.Context) (sample, error) {
 	}
 	defer os.RemoveAll(dir)
 
+	if s.init, err = b.initMemory(); err != nil {
+		return s, fmt.Errorf("package initialization: %w", err)
+	}
 	srv, err := b.startReady(ctx, dir, &s.fresh)
 	if err != nil {
 		return s, fmt.Errorf("fresh start: %w", err)
@@ -255,6 +267,9 @@ func (b *bench) once(ctx context.Context) (sample, error) {
 	}
 	if s.mem, err = benchserver.ReadMemory(srv.cmd.Process.Pid); err != nil {
 		return s, err
+	}
+	if s.runtime, err = readRuntimeMemory(ctx, adminConfig(dir)); err != nil {
+		return s, fmt.Errorf("fresh start: %w", err)
 	}
 	if err := b.stop(srv); err != nil {
 		return s, fmt.Errorf("fresh start: %w", err)
@@ -363,6 +378,17 @@ func newReport(b *bench, samples []sample, targets bool) *report {
 	add("idle_rss_anon", "MiB", -1, func(s sample) float64 { return s.mem.Anon })
 	add("idle_rss_file", "MiB", -1, func(s sample) float64 { return s.mem.File })
 	add("peak_rss", "MiB", t.peak, func(s sample) float64 { return s.mem.Peak })
+	// What the idle resident set cannot shed by collector settings: the
+	// live heap, the stacks, the runtime's metadata and the executable's
+	// resident pages. A floor above the idle target means the target
+	// needs less heap, fewer goroutines or less code, not GC tuning.
+	add("idle_heap_live", "MiB", -1, func(s sample) float64 { return s.runtime.HeapLive })
+	add("idle_stacks", "MiB", -1, func(s sample) float64 { return s.runtime.Stacks })
+	add("idle_floor", "MiB", -1, func(s sample) float64 { return s.runtime.floor(s.mem.File) })
+	// What a process holds once its packages are initialized, before the
+	// command runs: a floor under the start's peak.
+	add("init_rss", "MiB", -1, func(s sample) float64 { return s.init.RSS })
+	add("init_rss_file", "MiB", -1, func(s sample) float64 { return s.init.File })
 	return r
 }
 

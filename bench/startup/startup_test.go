@@ -36,3 +36,33 @@ func TestLogTail(t *testing.T) {
 		t.Errorf("tail = %q, want %q", got, want)
 	}
 }
+
+func TestParseRuntimeMemory(t *testing.T) {
+	metrics := strings.Join([]string{
+		"# HELP go_gc_heap_live_bytes Heap memory occupied by live objects.",
+		"# TYPE go_gc_heap_live_bytes gauge",
+		"go_gc_heap_live_bytes 6.291456e+07", // 60 MiB
+		"go_memory_classes_heap_stacks_bytes 1.8874368e+07",
+		"go_memory_classes_heap_unused_bytes 9e+09", // not part of the floor
+		"go_memory_classes_metadata_mcache_inuse_bytes 1048576",
+		"go_memory_classes_metadata_mcache_free_bytes 9e+09",
+		"go_memory_classes_metadata_mspan_inuse_bytes 1048576",
+		"go_memory_classes_metadata_other_bytes 3145728",
+		"go_memory_classes_profiling_buckets_bytes 1048576",
+		`apiserver_request_total{code="200"} 12`,
+	}, "\n")
+	got, err := parseRuntimeMemory([]byte(metrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (runtimeMemory{HeapLive: 60, Stacks: 18, Metadata: 6}); got != want {
+		t.Errorf("parsed %+v, want %+v", got, want)
+	}
+	if floor := got.floor(30); floor != 114 {
+		t.Errorf("floor with 30 MiB of executable = %v MiB, want 114", floor)
+	}
+
+	if _, err := parseRuntimeMemory([]byte("go_gc_heap_live_bytes 1\n")); err == nil {
+		t.Error("metrics without the stacks and metadata parsed without an error")
+	}
+}
