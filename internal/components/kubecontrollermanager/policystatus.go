@@ -47,7 +47,7 @@ func newPolicyStatusController(cctx cmapp.ControllerContext) (cmapp.Controller, 
 		return nil, err
 	}
 	typeChecker := &pluginvalidatingadmissionpolicy.TypeChecker{
-		SchemaResolver: newSchemaOnDemand(clock.RealClock{}, schemaIdle, builtInSchemas(disco)),
+		SchemaResolver: newSchemaOnDemand(clock.RealClock{}, schemaIdle, upstreamResolver(disco)),
 		RestMapper:     cctx.RESTMapper,
 	}
 	c, err := validatingadmissionpolicystatus.NewController(
@@ -60,9 +60,10 @@ func newPolicyStatusController(cctx cmapp.ControllerContext) (cmapp.Controller, 
 	return policyStatusController{c, int(cctx.ComponentConfig.ValidatingAdmissionPolicyStatusController.ConcurrentPolicySyncs)}, nil
 }
 
-// builtInSchemas is upstream's resolver: the built-in types from the
-// generated definitions, everything else (CRDs) from discovery.
-func builtInSchemas(disco discovery.DiscoveryInterface) func() resolver.SchemaResolver {
+// upstreamResolver builds the resolver upstream's descriptor gives the
+// controller: the built-in types from the generated definitions,
+// everything else (CRDs) from discovery.
+func upstreamResolver(disco discovery.DiscoveryInterface) func() resolver.SchemaResolver {
 	return func() resolver.SchemaResolver {
 		return resolver.NewDefinitionsSchemaResolver(openapi.GetOpenAPIDefinitions, k8sscheme.Scheme, apiextensionsscheme.Scheme).
 			Combine(&resolver.ClientDiscoveryResolver{Discovery: disco})
