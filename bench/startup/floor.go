@@ -113,10 +113,14 @@ func (b *bench) initMemory() (benchserver.Memory, error) {
 		return benchserver.Memory{}, err
 	}
 	defer func() {
-		// Opening the pipe for writing lets the reader's open return.
-		if w, err := os.OpenFile(pipe, os.O_WRONLY, 0); err == nil {
+		// Opening the pipe for writing lets the reader's open return; it
+		// fails at once (ENXIO) when the process is not opening it, which
+		// is then killed.
+		if w, err := os.OpenFile(pipe, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			_, _ = w.WriteString("[not a map\n")
 			w.Close()
+		} else {
+			_ = cmd.Process.Kill()
 		}
 		_ = cmd.Wait()
 	}()
