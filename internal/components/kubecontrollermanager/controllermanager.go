@@ -251,11 +251,11 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig, sharedObj
 	if c.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
 		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), metav1.NamespaceSystem)
 	}
-	cctx, contextInformers, err := newControllerContext(ctx, c, root, builder, sharedObjects)
+	cctx, factories, err := newControllerContext(ctx, c, root, builder, sharedObjects)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
-	defer contextInformers.release()
+	defer factories.release()
 	tokens, err := newTokensController(ctx, cctx, root)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
@@ -276,7 +276,7 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig, sharedObj
 			controllers = append([]cmapp.Controller{own}, controllers...)
 		}
 	}
-	contextInformers.start(ctx)
+	factories.start(ctx)
 	defer cctx.InformerFactory.Shutdown()
 	close(cctx.InformersStarted)
 	if len(controllers) == 0 {
