@@ -12,6 +12,8 @@ import (
 )
 
 func main() {
+	// containerd's runc shim, a link to this binary, takes its own signals.
+	app.RunShim(os.Args[0])
 	// The first SIGTERM or SIGINT starts a graceful shutdown; a second one
 	// kills the process (signal.NotifyContext stops catching after cancel).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

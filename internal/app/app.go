@@ -23,6 +23,8 @@ var linkNames = map[string]string{
 	"kube-proxy":              "proxy",
 	"kubelet":                 "kubelet",
 	"kubectl":                 "kubectl",
+	"containerd":              "containerd",
+	"ctr":                     "ctr",
 }
 
 // CommandForName returns the command a binary invoked as argv0 runs
@@ -74,10 +76,12 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
   kubeboot etcd member          list and remove the members of the embedded etcd
   kubeboot etcd-snapshot        save, list, delete and prune snapshots of the embedded etcd
   kubeboot kubectl              kubectl, on the local admin kubeconfig when KUBECONFIG is unset
+  kubeboot containerd           containerd 2, as a node runs it (the runc shim is this binary too)
+  kubeboot ctr                  containerd's ctr, on this host's node's containerd (namespace k8s.io)
 
 A link to this binary named after a server (kube-apiserver,
 kube-controller-manager, kube-scheduler, kube-proxy, kubelet) runs that
-server; one named kubectl runs kubectl.`,
+server; one named kubectl runs kubectl, containerd and ctr theirs.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -93,7 +97,7 @@ server; one named kubectl runs kubectl.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServerCommand(), newAgentCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newKubectlCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAgentCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newKubectlCommand(), newContainerdCommand(), newCtrCommand(), newVersionCommand())
 	return root
 }
 

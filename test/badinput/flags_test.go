@@ -172,6 +172,7 @@ func TestBadFlags(t *testing.T) {
 func TestBadServerFlags(t *testing.T) {
 	t.Parallel()
 	binary(t) // build once, before the subtests start in parallel
+	registries := badRegistries(t)
 
 	tests := []struct {
 		name string
@@ -228,7 +229,18 @@ func TestBadServerFlags(t *testing.T) {
 		// cloud-controller-manager, which kubeboot does not run.
 		{"controller manager leader migration", []string{"--controller-manager-arg=--enable-leader-migration"}, "--enable-leader-migration"},
 		// A host without a runtime at the endpoint (any host): one line.
-		{"node on a host without a runtime", []string{"--node", "--kubelet-arg=--container-runtime-endpoint=unix:///nonexistent/cri.sock"}, "--node"},
+		{"node on a host without a runtime", []string{"--node", "--container-runtime-endpoint=unix:///nonexistent/cri.sock"}, "--node"},
+		// The node's runtime.
+		{"runtime endpoint as a kubelet flag", []string{"--node", "--kubelet-arg=--container-runtime-endpoint=unix:///run/crio/crio.sock"}, "give --container-runtime-endpoint"},
+		{"runtime endpoint not a socket", []string{"--node", "--container-runtime-endpoint=/run/crio/crio.sock"}, "--container-runtime-endpoint"},
+		{"unknown snapshotter", []string{"--node", "--snapshotter=zfs"}, "--snapshotter"},
+		{"pause image without a node", []string{"--pause-image=example.test/pause:1"}, "--pause-image"},
+		{"registries without a node", []string{"--private-registry=" + registries["unknown key"]}, "--private-registry"},
+		{"registries.yaml missing", []string{"--node", "--private-registry=/nonexistent/registries.yaml"}, "--private-registry"},
+		{"registries.yaml not YAML", []string{"--node", "--private-registry=" + registries["not YAML"]}, "--private-registry"},
+		{"registries.yaml unknown key", []string{"--node", "--private-registry=" + registries["unknown key"]}, `unknown field "endpoints"`},
+		{"registries.yaml endpoint not a URL", []string{"--node", "--private-registry=" + registries["endpoint not a URL"]}, "mirrors.docker.io.endpoint[0]"},
+		{"registries.yaml CA missing", []string{"--node", "--private-registry=" + registries["CA missing"]}, "configs.mirror.test.tls.ca_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,6 +280,7 @@ func checkRefused(t *testing.T, args []string, dataDir, flag string) {
 func TestBadAgentFlags(t *testing.T) {
 	t.Parallel()
 	binary(t) // build once, before the subtests start in parallel
+	registries := badRegistries(t)
 	const token = "K100000000000000000000000000000000000000000000000000000000000000000::server:secret"
 	join := []string{"--server=https://127.0.0.1:1", "--token=" + token}
 	for _, tt := range []struct {
@@ -286,7 +299,8 @@ func TestBadAgentFlags(t *testing.T) {
 		{"unknown kubelet flag", append(join, "--kubelet-arg=--no-such-flag=1"), "--kubelet-arg"},
 		{"local storage path not absolute", append(join, "--default-local-storage-path=volumes"), "--default-local-storage-path"},
 		{"unknown kube-proxy flag", append(join, "--proxy-arg=--no-such-flag=1"), "--proxy-arg"},
-		{"host without a runtime", append(join, "--kubelet-arg=--container-runtime-endpoint=unix:///nonexistent/cri.sock"), "cannot run the kubelet"},
+		{"host without a runtime", append(join, "--container-runtime-endpoint=unix:///nonexistent/cri.sock"), "cannot run the kubelet"},
+		{"registries.yaml unknown key", append(join, "--private-registry="+registries["unknown key"]), `unknown field "endpoints"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -294,4 +308,25 @@ func TestBadAgentFlags(t *testing.T) {
 			checkRefused(t, append([]string{"agent", "--data-dir", dataDir}, tt.args...), dataDir, tt.flag)
 		})
 	}
+}
+
+// badRegistries writes registries.yaml files a node must refuse, by what
+// is wrong with them.
+func badRegistries(t *testing.T) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{}
+	for name, content := range map[string]string{
+		"not YAML":           "mirrors: [",
+		"unknown key":        "mirrors:\n  docker.io:\n    endpoints: [\"https://mirror.test\"]\n",
+		"endpoint not a URL": "mirrors:\n  docker.io:\n    endpoint: [\"mirror.test:5000\"]\n",
+		"CA missing":         "configs:\n  mirror.test:\n    tls:\n      ca_file: /nonexistent/ca.crt\n",
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files[name] = path
+	}
+	return files
 }

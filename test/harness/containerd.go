@@ -3,7 +3,6 @@ package harness
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,13 +16,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Images StartContainerd imports: both hold testcontainer (./testcontainer)
-// at /testcontainer. They are made on the machine and never pulled; Pods
-// must use them with imagePullPolicy Never.
+// Images EmbeddedContainerd puts in a node's air-gap images: both hold
+// testcontainer (./testcontainer) at /testcontainer. They are made on the
+// machine and never pulled; Pods must use them with imagePullPolicy Never.
 const (
 	// PauseImage is the runtime's sandbox image: testcontainer pause.
 	PauseImage = "kubeboot.test/pause:1"
@@ -41,20 +38,22 @@ var cniPluginDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
 // the runtime's loopback.
 var cniPlugins = []string{"bridge", "host-local", "portmap", "loopback"}
 
-// StartContainerd runs containerd, with runc, until the test ends, on state
-// of the test's own, and returns its CRI endpoint for the kubelet's
-// --container-runtime-endpoint. Its CNI configuration is what the node
-// writes in CNIConfDir (kubeboot's pod network); the plugins are the
-// machine's.
+// EmbeddedContainerd readies the test's mount namespace for a node in
+// nodeDir on kubeboot's embedded containerd, and returns the node's flags
+// for it: the test images (PauseImage, TestImage) are in the node's
+// air-gap images, which the node imports before its kubelet starts, and
+// PauseImage is its sandbox image. When the test ends, the containers'
+// shims are killed (they outlive containerd by design) and what the
+// runtime mounted under nodeDir is detached.
 //
 // Call it inside the test's network and mount namespace (InNetNS), and
 // RequireContainerd before entering it: it mounts tmpfs over
-// /run/containerd, /run/netns and CNIConfDir, where containerd keeps its
-// shims' sockets and the Pods' network namespaces and reads its network,
-// so nothing of it outlives the namespace.
-func StartContainerd(t testing.TB) string {
+// /run/containerd, /run/netns and CNIConfDir, where the runtime keeps
+// its shims' sockets and the Pods' network namespaces and reads its
+// network, so nothing of it outlives the namespace.
+func EmbeddedContainerd(t testing.TB, nodeDir string) []string {
 	t.Helper()
-	plugins := RequireContainerd(t)
+	RequireContainerd(t)
 	for _, dir := range []string{"/run/containerd", "/run/netns"} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -64,97 +63,40 @@ func StartContainerd(t testing.TB) string {
 		}
 		t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
 	}
-
 	privateDir(t, CNIConfDir)
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "containerd.sock")
-	// restrict_oom_score_adj: the kubelet asks for oom_score_adj -998 for
-	// a sandbox, which needs CAP_SYS_RESOURCE; these machines' root lacks
-	// it, and runc fails. Restricted, the containers keep containerd's.
-	config := fmt.Sprintf(`version = 2
-root = %q
-state = %q
-[grpc]
-  address = %q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
-    conf_dir = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, PauseImage, plugins, CNIConfDir)
-	configPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+	images := filepath.Join(nodeDir, "images")
+	if err := os.MkdirAll(images, 0o700); err != nil {
 		t.Fatal(err)
 	}
-
-	var logs LockedBuffer
-	cmd := exec.Command("containerd", "--config", configPath)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting containerd: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		// The shims outlive containerd by design; the kubelet has gone
-		// by now, so nothing would stop their containers.
-		killShims(sock)
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		// What the runtime mounted for Pods still there (their sandboxes'
-		// shm) goes with it, so that the test's directory can be removed.
-		unmountUnder(dir)
-		if t.Failed() {
-			t.Logf("containerd's log:\n%s", logs.String())
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-		select {
-		case <-exited:
-			return false, fmt.Errorf("containerd exited")
-		default:
-		}
-		_, err := os.Stat(sock)
-		return err == nil, nil
-	}); err != nil {
-		t.Fatalf("containerd not serving: %v\n%s", err, logs.String())
-	}
-
 	bin := buildTestContainer(t)
 	for ref, entrypoint := range map[string][]string{
 		PauseImage: {TestImageCommand, "pause"},
 		TestImage:  {TestImageCommand},
 	} {
-		image := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
+		image := filepath.Join(images, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
 		if err := writeImage(image, ref, bin, entrypoint); err != nil {
 			t.Fatal(err)
 		}
-		// The CRI plugin's namespace, where the kubelet looks.
-		if out, err := exec.Command("ctr", "--address", sock, "--namespace", "k8s.io", "images", "import", image).CombinedOutput(); err != nil {
-			t.Fatalf("ctr images import %s: %v\n%s", ref, err, out)
-		}
 	}
-	return "unix://" + sock
+	t.Cleanup(func() {
+		// The kubelet and containerd have gone by now, so nothing would
+		// stop the containers.
+		killShims(filepath.Join(nodeDir, "containerd", "containerd.sock"))
+		// What the runtime mounted for Pods still there (their
+		// sandboxes' shm, the snapshots) goes with it, so that the
+		// test's directory can be removed.
+		unmountUnder(nodeDir)
+	})
+	return []string{"--pause-image=" + PauseImage}
 }
 
-// RequireContainerd skips the test, or fails it when CI=true, unless
-// containerd, ctr and runc are on PATH and the CNI bridge plugin is
-// installed, with the others the pod network uses. It returns the
-// plugins' directory.
-func RequireContainerd(t testing.TB) string {
+// RequireContainerd skips the test, or fails it when CI=true, unless the
+// host has what kubeboot's embedded containerd needs of it: runc on PATH
+// and the CNI bridge plugin, with the others the pod network uses.
+func RequireContainerd(t testing.TB) {
 	t.Helper()
-	for _, tool := range []string{"containerd", "ctr", "runc"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			skipOrFail(t, fmt.Sprintf("%s not found: %v", tool, err))
-		}
+	if _, err := exec.LookPath("runc"); err != nil {
+		skipOrFail(t, fmt.Sprintf("runc not found: %v", err))
 	}
 	for _, dir := range cniPluginDirs {
 		if _, err := os.Stat(filepath.Join(dir, "bridge")); err != nil {
@@ -165,10 +107,9 @@ func RequireContainerd(t testing.TB) string {
 				skipOrFail(t, fmt.Sprintf("no CNI %s plugin in %s", plugin, dir))
 			}
 		}
-		return dir
+		return
 	}
 	skipOrFail(t, fmt.Sprintf("no CNI bridge plugin in %v", cniPluginDirs))
-	return ""
 }
 
 // buildTestContainer builds ./testcontainer, static, into the test's
@@ -250,11 +191,12 @@ func writeImage(path, ref, bin string, entrypoint []string) error {
 
 // killShims kills the runc shims of the containerd at sock, and the
 // containers they run (each container's first process, whose end ends
-// its PID namespace).
+// its PID namespace). A shim is named by its link or, once it has started
+// itself anew, by kubeboot's binary: it is known by its address.
 func killShims(sock string) {
 	procs := Processes()
 	for pid, p := range procs {
-		if !strings.HasPrefix(p.Name, "containerd-shim") || !slices.Contains(p.Args, sock) {
+		if !slices.Contains(p.Args, "-address") || !slices.Contains(p.Args, sock) {
 			continue
 		}
 		for child, c := range procs {

@@ -5,5 +5,5 @@
 // apiservers can advertise distinct non-loopback addresses while no packet
 // ever leaves the machine. For the kubelet it serves upstream's fake CRI
 // runtime (StartFakeCRI) or runs containerd with images made on the machine
-// (StartContainerd).
+// (EmbeddedContainerd).
 package harness

@@ -11,8 +11,10 @@ import (
 
 // NodeArgs are the --kubelet-arg and --proxy-arg flags of a node in a
 // network and mount namespace of its own (InNetNS) whose kubelet runs Pods on the CRI
-// runtime at cri. This host has cgroup v1, so the kubelet is told to
-// accept it and to keep out of the host's cgroups.
+// runtime at cri (--container-runtime-endpoint), or on the embedded
+// containerd when cri is "" (EmbeddedContainerd gives its flags). This
+// host has cgroup v1, so the kubelet is told to accept it and to keep out
+// of the host's cgroups.
 func NodeArgs(t testing.TB, cri string) []string {
 	t.Helper()
 	// The Pods' log directories, in tmpfs of the test's own mount
@@ -26,7 +28,7 @@ func NodeArgs(t testing.TB, cri string) []string {
 		}
 	}
 	// The pod network's CNI configuration (podnetwork.DefaultCNIConf),
-	// where StartContainerd's runtime reads it.
+	// where the node's runtime reads it.
 	privateDir(t, CNIConfDir)
 	// The addresses host-local hands the Pods out.
 	privateDir(t, "/var/lib/cni")
@@ -34,36 +36,40 @@ func NodeArgs(t testing.TB, cri string) []string {
 	// detached, the directory can be removed.
 	kubeletDir := t.TempDir()
 	t.Cleanup(func() { _ = syscall.Unmount(kubeletDir, syscall.MNT_DETACH) })
-	return []string{
-		"--kubelet-arg=--container-runtime-endpoint=" + cri,
+	var runtime []string
+	if cri != "" {
+		runtime = []string{"--container-runtime-endpoint=" + cri}
+	}
+	return append(runtime,
 		"--kubelet-arg=--fail-cgroupv1=false",
 		"--kubelet-arg=--cgroups-per-qos=false",
 		"--kubelet-arg=--enforce-node-allocatable=",
 		"--kubelet-arg=--fail-swap-on=false",
-		"--kubelet-arg=--root-dir=" + kubeletDir,
+		"--kubelet-arg=--root-dir="+kubeletDir,
 		// The node shares the machine's disk with the build and the other
 		// tests: the default thresholds (15% free for images) would evict
 		// the test's Pods whenever the disk is merely busy.
 		"--kubelet-arg=--eviction-hard=nodefs.available<1%,imagefs.available<1%,memory.available<100Mi",
 		// nf_conntrack_max is not the namespace's to set.
 		"--proxy-arg=--conntrack-max-per-core=0",
-	}
+	)
 }
 
 // NodeServerArgs are the flags of a `kubeboot server --node` serving on
 // addr:6443 (a fixed port: the namespace is private, and the kubelet's
 // kubeconfig must still point at the server after a restart), its
-// kubelet on cri with addr as its node IP, then NodeArgs.
+// kubelet on cri ("" for the embedded containerd) with addr as its node
+// IP, then NodeArgs.
 func NodeServerArgs(t testing.TB, addr, cri string) []string {
 	t.Helper()
 	return append([]string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
 		"--node", "--kubelet-arg=--node-ip=" + addr}, NodeArgs(t, cri)...)
 }
 
-// StartNodeServer starts a ready `kubeboot server --node` on a containerd
-// of the test's own, at Addr(0) (NodeServerArgs, then extra), as the node
-// benchmarks run it; the test is skipped where the address or containerd
-// is missing.
+// StartNodeServer starts a ready `kubeboot server --node` on its embedded
+// containerd, at Addr(0) (NodeServerArgs, then extra), as the node
+// benchmarks run it; the test is skipped where the address, runc or the
+// CNI plugins are missing.
 func StartNodeServer(t testing.TB, extra ...string) *APIServer {
 	t.Helper()
 	addr := Addr(0)
@@ -73,13 +79,18 @@ func StartNodeServer(t testing.TB, extra ...string) *APIServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cri := StartContainerd(t)
-	return StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"), append(NodeServerArgs(t, addr, cri), extra...)...)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	args := append(NodeServerArgs(t, addr, ""), EmbeddedContainerd(t, NodeDir(dataDir))...)
+	return StartReadyServer(t, 2*time.Minute, bin, dataDir, append(args, extra...)...)
 }
+
+// NodeDir is the node's directory of a `kubeboot server --node` whose
+// data dir is dataDir.
+func NodeDir(dataDir string) string { return filepath.Join(dataDir, "node") }
 
 // CNIConfDir is where the nodes of the tests write their CNI
 // configuration, kubeboot's default, made private to the test's mount
-// namespace (NodeArgs, StartContainerd).
+// namespace (NodeArgs, EmbeddedContainerd).
 const CNIConfDir = "/etc/cni/net.d"
 
 var (

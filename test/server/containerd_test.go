@@ -26,7 +26,7 @@ import (
 
 // TestServerNodeContainerd runs `kubeboot server --node` with its kubelet on
 // containerd and runc, in a private network and mount namespace: real
-// containers, from images made on the machine (harness.StartContainerd), on
+// containers, from images made on the machine (harness.EmbeddedContainerd), on
 // kubeboot's pod network (flannel, the CNI bridge). It checks that a Pod's container runs and answers on the
 // Pod's IP, that `kubectl logs` and `kubectl exec` reach it through the
 // apiserver and the kubelet, that a ClusterIP Service reaches it through
@@ -39,7 +39,7 @@ func TestServerNodeContainerd(t *testing.T) {
 	if !ok {
 		return
 	}
-	srv, _, _ := startNodeServer(t, addr, harness.StartContainerd(t))
+	srv, _, _ := startNodeServer(t, addr, "")
 	client := srv.MustClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -253,8 +253,12 @@ func startNodeServer(t *testing.T, addr, cri string) (*harness.APIServer, string
 	if err != nil {
 		t.Fatal(err)
 	}
+	dataDir := filepath.Join(t.TempDir(), "data")
 	args := nodeServerArgs(t, addr, cri)
-	return harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "data"), args...), bin, args
+	if cri == "" {
+		args = append(args, harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))...)
+	}
+	return harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, args...), bin, args
 }
 
 // runPod creates pod and waits until it is Running and Ready.

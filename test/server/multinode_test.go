@@ -51,12 +51,12 @@ func testTwoNodes(t *testing.T, backend string) {
 	if !harness.InNetNS(t) {
 		return
 	}
-	cri := harness.StartContainerd(t)
 	bin, err := harness.Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
+	runtime := harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
 	// The token is the server's to make; the agent's machine is started
 	// first, so that it is ready when the token is: it reads it from a
 	// file this machine writes.
@@ -65,7 +65,7 @@ func testTwoNodes(t *testing.T, backend string) {
 	if out, err := runCommand("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine); err != nil {
 		t.Fatalf("ip route add: %v: %s", err, out)
 	}
-	serverArgs := append(nodeServerArgs(t, serverMachine, cri), "--advertise-address", serverMachine, "--flannel-backend="+backend)
+	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--advertise-address", serverMachine, "--flannel-backend="+backend)
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
 	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
 	if err != nil {
@@ -193,11 +193,12 @@ func checkServerLoss(ctx context.Context, t *testing.T, srv *harness.APIServer, 
 // `kubeboot agent`, joined with the token the server's machine writes to
 // env["token"], until the test stops it.
 func runAgentMachine(t *testing.T, env map[string]string) {
-	cri := harness.StartContainerd(t)
 	bin, err := harness.Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
+	agentDir := filepath.Join(t.TempDir(), "agent")
+	runtime := harness.EmbeddedContainerd(t, agentDir)
 	var token []byte
 	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		token, err = os.ReadFile(env["token"])
@@ -205,9 +206,9 @@ func runAgentMachine(t *testing.T, env map[string]string) {
 	}); err != nil {
 		t.Fatalf("no token from the server's machine: %v", err)
 	}
-	agent := harness.StartAgent(t, bin, filepath.Join(t.TempDir(), "agent"),
-		append([]string{"--server", "https://" + serverMachine + ":6443", "--token", strings.TrimSpace(string(token)),
-			"--node-name", agentNodeName, "--node-ip", agentMachine}, harness.NodeArgs(t, cri)...)...)
+	agent := harness.StartAgent(t, bin, agentDir,
+		append(append([]string{"--server", "https://" + serverMachine + ":6443", "--token", strings.TrimSpace(string(token)),
+			"--node-name", agentNodeName, "--node-ip", agentMachine}, harness.NodeArgs(t, "")...), runtime...)...)
 	stopped := make(chan struct{})
 	go func() { harness.WaitStop(); close(stopped) }()
 	select {

@@ -80,6 +80,10 @@ type Cluster struct {
 	Started func(context.Context)
 }
 
+// Dir is the directory of the node of a server (--node) whose data dir is
+// dataDir.
+func Dir(dataDir string) string { return filepath.Join(dataDir, nodeDirName) }
+
 // Run sets the node up in dir and runs the kubelet, kube-proxy, the pod
 // network and, if the cluster has it, local storage until ctx is done or
 // one of them fails.
@@ -119,9 +123,21 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		return err
 	}
 
+	// The runtime stops after the kubelet, and before Run returns.
+	runtimeCtx, stopRuntime := context.WithCancel(ctx)
+	runtime, err := o.Runtime.Start(runtimeCtx, dir, c.PodNetwork.Enabled())
+	if err != nil {
+		stopRuntime()
+		return err
+	}
+	defer func() {
+		stopRuntime()
+		runtime.Wait()
+	}()
+
 	kubeletCtx, stopKubelet := context.WithCancel(ctx)
 	defer stopKubelet()
-	kubelet, err := o.startKubelet(kubeletCtx, dir, kubeletConfig, bootstrapKubeconfig)
+	kubelet, err := o.startKubelet(kubeletCtx, dir, kubeletConfig, bootstrapKubeconfig, runtime.Endpoint)
 	if err != nil {
 		return err
 	}
@@ -176,7 +192,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 // come from the server in the process, kube-proxy's certificate from the
 // server's CA, and its Node is tied to the server's etcd member.
 func (o *Options) run(ctx context.Context, s *controlplane.Server, settings controlplane.Settings) error {
-	dir := filepath.Join(s.DataDir(), nodeDirName)
+	dir := Dir(s.DataDir())
 	admin := s.AdminConfig()
 	return o.Run(ctx, dir, Cluster{
 		URL:          s.URL(),
@@ -259,7 +275,7 @@ func writeKubeletConfig(dir, path string, c Cluster, taints []corev1.Taint) erro
 // startKubelet starts `kubeboot kubelet` with the node's files and then
 // KubeletArgs, which override them. It gets SIGTERM when ctx is done, and
 // when this process dies.
-func (o *Options) startKubelet(ctx context.Context, dir, config, bootstrapKubeconfig string) (*exec.Cmd, error) {
+func (o *Options) startKubelet(ctx context.Context, dir, config, bootstrapKubeconfig, runtime string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -269,6 +285,7 @@ func (o *Options) startKubelet(ctx context.Context, dir, config, bootstrapKubeco
 		"--bootstrap-kubeconfig=" + bootstrapKubeconfig,
 		"--kubeconfig=" + filepath.Join(dir, kubeletKubeconfigName),
 		"--cert-dir=" + filepath.Join(dir, kubeletCertDirName),
+		"--container-runtime-endpoint=" + runtime,
 	}, o.KubeletArgs...)
 	cmd := exec.CommandContext(ctx, exe, args...)
 	// Not the user's working directory: the kubelet cleans a container's

@@ -12,6 +12,7 @@ package hostnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -26,6 +27,7 @@ import (
 	proxyapp "k8s.io/kubernetes/cmd/kube-proxy/app"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 	"github.com/kubeboot/kubeboot/internal/components/kubelethost"
 	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
 )
@@ -48,6 +50,9 @@ type Options struct {
 	// CNIConf is --flannel-cni-conf: where the node writes the CNI
 	// configuration of the pod network, for its runtime.
 	CNIConf string
+	// Runtime is the node's container runtime: the embedded containerd
+	// or --container-runtime-endpoint.
+	Runtime *containerruntime.Options
 
 	// enabledBy is the flag that makes this host a node, "" for an agent,
 	// which is one anyway.
@@ -63,7 +68,9 @@ type Options struct {
 }
 
 // NewOptions returns the defaults: no node.
-func NewOptions() *Options { return &Options{CNIConf: podnetwork.DefaultCNIConf} }
+func NewOptions() *Options {
+	return &Options{CNIConf: podnetwork.DefaultCNIConf, Runtime: containerruntime.NewOptions()}
+}
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
@@ -82,13 +89,14 @@ func (o *Options) AddAgentFlags(fs *pflag.FlagSet) {
 
 func (o *Options) addArgFlags(fs *pflag.FlagSet, another string) {
 	fs.StringArrayVar(&o.KubeletArgs, "kubelet-arg", nil,
-		another+" kubelet flag, as --name=value (repeatable), e.g. --kubelet-arg=--container-runtime-endpoint=unix:///run/crio/crio.sock.")
+		another+" kubelet flag, as --name=value (repeatable), e.g. --kubelet-arg=--max-pods=250.")
 	fs.StringArrayVar(&o.ProxyArgs, "proxy-arg", nil,
 		another+" kube-proxy flag, as --name=value (repeatable), e.g. --proxy-arg=--proxy-mode=iptables.")
 	fs.StringVar(&o.LocalStoragePath, "default-local-storage-path", o.LocalStoragePath,
 		"Where the node makes its local-path volumes, a directory each (default: the node's directory's storage).")
 	fs.StringVar(&o.CNIConf, "flannel-cni-conf", o.CNIConf,
 		"Where the node writes the pod network's CNI configuration, which its container runtime reads.")
+	o.Runtime.AddFlags(fs)
 }
 
 // NodeName is the name the node registers by (Validate first).
@@ -101,7 +109,10 @@ func (o *Options) Validate() error {
 	if !o.Enabled {
 		var given []string
 		for flag, set := range map[string]bool{"--kubelet-arg": len(o.KubeletArgs) > 0, "--proxy-arg": len(o.ProxyArgs) > 0,
-			"--default-local-storage-path": o.LocalStoragePath != ""} {
+			"--default-local-storage-path": o.LocalStoragePath != "", "--container-runtime-endpoint": o.Runtime.Endpoint != "",
+			"--pause-image":      o.Runtime.PauseImage != containerruntime.DefaultPauseImage,
+			"--snapshotter":      o.Runtime.Snapshotter != containerruntime.NewOptions().Snapshotter,
+			"--private-registry": o.Runtime.PrivateRegistry != containerruntime.DefaultPrivateRegistry} {
 			if set {
 				given = append(given, flag)
 			}
@@ -117,9 +128,16 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("%s %q: not an absolute path", flag, path)
 		}
 	}
+	if err := o.Runtime.Validate(); err != nil {
+		return err
+	}
 	kubelet, err := kubelethost.ParseArgs(o.KubeletArgs)
 	if err != nil {
 		return fmt.Errorf("--kubelet-arg: %w", err)
+	}
+	// The runtime has one setting: the node starts the kubelet on it.
+	if slices.ContainsFunc(o.KubeletArgs, func(a string) bool { return strings.HasPrefix(a, "--container-runtime-endpoint") }) {
+		return errors.New("--kubelet-arg=--container-runtime-endpoint: give --container-runtime-endpoint instead")
 	}
 	o.proxy = proxyapp.NewOptions()
 	o.proxyFlags = pflag.NewFlagSet("kube-proxy", pflag.ContinueOnError)
@@ -164,13 +182,23 @@ func (o *Options) Validate() error {
 	if err := o.proxy.Validate(); err != nil {
 		return fmt.Errorf("--proxy-arg: %w", err)
 	}
-	if err := kubelethost.Local.Check(o.KubeletArgs); err != nil {
+	if err := o.checkHost(); err != nil {
 		if o.enabledBy != "" {
 			return fmt.Errorf("%s: %w", o.enabledBy, err)
 		}
 		return err
 	}
 	return podnetwork.CheckCNIConf(o.CNIConf)
+}
+
+// checkHost checks that the host can run the kubelet: on the runtime at
+// --container-runtime-endpoint, or on the embedded containerd, which
+// checks what it needs when it starts.
+func (o *Options) checkHost() error {
+	if o.Runtime.Embedded() {
+		return kubelethost.Local.CheckCgroups(o.KubeletArgs)
+	}
+	return kubelethost.Local.Check(append([]string{"--container-runtime-endpoint=" + o.Runtime.Endpoint}, o.KubeletArgs...))
 }
 
 // Component is this host's node (its kubelet and kube-proxy) as a

@@ -37,7 +37,13 @@ var Local = Host{CgroupRoot: "/sys/fs/cgroup"}
 // command line, flags and --config file read as upstream's kubelet reads
 // them), or nil. Arguments the kubelet itself will refuse, and requests
 // for help or the version, are left to it.
-func (h Host) Check(args []string) error {
+func (h Host) Check(args []string) error { return h.check(args, true) }
+
+// CheckCgroups is Check without the runtime: for a node that starts its
+// own, which checks what it needs then.
+func (h Host) CheckCgroups(args []string) error { return h.check(args, false) }
+
+func (h Host) check(args []string, runtime bool) error {
 	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || strings.HasPrefix(a, "--version") }) {
 		return nil
 	}
@@ -71,7 +77,7 @@ func (h Host) Check(args []string) error {
 	if failCgroupV1 && !h.cgroupV2() {
 		problems = append(problems, fmt.Sprintf("%s is not cgroup v2 (the kubelet refuses cgroup v1 unless --fail-cgroupv1=false)", h.CgroupRoot))
 	}
-	if socket, ok := strings.CutPrefix(endpoint, "unix://"); ok {
+	if socket, ok := strings.CutPrefix(endpoint, "unix://"); ok && runtime {
 		if info, err := os.Stat(socket); err != nil || info.Mode()&fs.ModeSocket == 0 {
 			problems = append(problems, fmt.Sprintf("no CRI runtime listens on --container-runtime-endpoint %s (install and start containerd or CRI-O)", endpoint))
 		}

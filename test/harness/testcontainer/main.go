@@ -1,5 +1,5 @@
 // Command testcontainer is the program of the container images the tests
-// run on containerd (harness.StartContainerd), built static so an image
+// run on containerd (harness.EmbeddedContainerd), built static so an image
 // needs nothing else: images are made on the machine, never pulled.
 //
 //	testcontainer pause         wait for SIGTERM or SIGINT (a Pod sandbox's pause)
