@@ -13,10 +13,10 @@ func newAgentCommand() *cobra.Command {
 	o := agent.NewOptions()
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Run this host as a node of a cluster of kubeboot servers: the kubelet and kube-proxy",
+		Short: "Run this host as a node of a cluster of kubeboot servers: containerd, the kubelet and kube-proxy",
 		Long: `Join the cluster of the server at --server with its token and run this host as
-a node: the kubelet (a child process; needs cgroup v2 and a CRI runtime such as
-containerd) and kube-proxy. The server's CA is checked against the token before
+a node: containerd (embedded; needs runc and the CNI plugins) and the kubelet as
+child processes (cgroup v2), and kube-proxy. The server's CA is checked against the token before
 anything is sent; the node's name is bound to a password kept in --data-dir, so
 no other host can take it over. A restart needs no flags but the data dir.`,
 		Args: cobra.NoArgs,

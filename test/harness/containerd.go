@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +19,8 @@ import (
 	"time"
 )
 
-// Images EmbeddedContainerd puts in a node's air-gap images: both hold
-// testcontainer (./testcontainer) at /testcontainer. They are made on the
+// Images EmbeddedContainerd puts in a node's air-gap images: the first two
+// hold testcontainer (./testcontainer) at /testcontainer. They are made on the
 // machine and never pulled; Pods must use them with imagePullPolicy Never.
 const (
 	// PauseImage is the runtime's sandbox image: testcontainer pause.
@@ -28,6 +29,11 @@ const (
 	TestImage = "kubeboot.test/testcontainer:1"
 	// TestImageCommand is TestImage's entrypoint, for exec.
 	TestImageCommand = "/testcontainer"
+	// DataImage holds one file, DataImageFile, saying DataImageMessage:
+	// an image for image volumes.
+	DataImage        = "kubeboot.test/data:1"
+	DataImageFile    = "/message"
+	DataImageMessage = "from an image volume"
 )
 
 // cniPluginDirs are where distributions install the CNI plugins: Debian's
@@ -40,7 +46,7 @@ var cniPlugins = []string{"bridge", "host-local", "portmap", "loopback"}
 
 // EmbeddedContainerd readies the test's mount namespace for a node in
 // nodeDir on kubeboot's embedded containerd, and returns the node's flags
-// for it: the test images (PauseImage, TestImage) are in the node's
+// for it: the test images (PauseImage, TestImage, DataImage) are in the node's
 // air-gap images, which the node imports before its kubelet starts, and
 // PauseImage is its sandbox image. When the test ends, the containers'
 // shims are killed (they outlive containerd by design) and what the
@@ -68,13 +74,21 @@ func EmbeddedContainerd(t testing.TB, nodeDir string) []string {
 	if err := os.MkdirAll(images, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildTestContainer(t)
-	for ref, entrypoint := range map[string][]string{
-		PauseImage: {TestImageCommand, "pause"},
-		TestImage:  {TestImageCommand},
+	bin, err := os.ReadFile(buildTestContainer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testcontainer := map[string][]byte{TestImageCommand: bin}
+	for _, img := range []struct {
+		ref        string
+		files      map[string][]byte
+		entrypoint []string
+	}{
+		{PauseImage, testcontainer, []string{TestImageCommand, "pause"}},
+		{TestImage, testcontainer, []string{TestImageCommand}},
+		{DataImage, map[string][]byte{DataImageFile: []byte(DataImageMessage)}, nil},
 	} {
-		image := filepath.Join(images, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
-		if err := writeImage(image, ref, bin, entrypoint); err != nil {
+		if err := writeImage(ImageArchive(nodeDir, img.ref), img.ref, img.files, img.entrypoint); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -88,6 +102,12 @@ func EmbeddedContainerd(t testing.TB, nodeDir string) []string {
 		unmountUnder(nodeDir)
 	})
 	return []string{"--pause-image=" + PauseImage}
+}
+
+// ImageArchive is where EmbeddedContainerd writes the archive of the
+// image ref for the node in nodeDir.
+func ImageArchive(nodeDir, ref string) string {
+	return filepath.Join(nodeDir, "images", strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
 }
 
 // RequireContainerd skips the test, or fails it when CI=true, unless the
@@ -131,22 +151,21 @@ func buildTestContainer(t testing.TB) string {
 	return out
 }
 
-// writeImage writes an image archive as `docker save` does, which `ctr
-// images import` reads: one layer holding bin as /testcontainer, tagged
-// ref, with entrypoint.
-func writeImage(path, ref, bin string, entrypoint []string) error {
-	content, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
+// writeImage writes an image archive as `docker save` does, which
+// containerd imports: one layer holding files (by absolute path, mode
+// 0755), tagged ref, with entrypoint.
+func writeImage(path, ref string, files map[string][]byte, entrypoint []string) error {
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
-	if err := lw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(TestImageCommand, "/"), Mode: 0o755, Size: int64(len(content)),
-		Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
-		return err
-	}
-	if _, err := lw.Write(content); err != nil {
-		return err
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		content := files[name]
+		if err := lw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(name, "/"), Mode: 0o755, Size: int64(len(content)),
+			Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
+			return err
+		}
+		if _, err := lw.Write(content); err != nil {
+			return err
+		}
 	}
 	if err := lw.Close(); err != nil {
 		return err

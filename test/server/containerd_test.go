@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,9 +41,22 @@ func TestServerNodeContainerd(t *testing.T) {
 	if !ok {
 		return
 	}
-	srv, _, _ := startNodeServer(t, addr, "")
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry := harness.StartRegistry(t, addr)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	nodeDir := harness.NodeDir(dataDir)
+	args := append(nodeServerArgs(t, addr, ""), harness.EmbeddedContainerd(t, nodeDir)...)
+	// An air-gap tarball that is no image archive: named and skipped.
+	if err := os.WriteFile(filepath.Join(nodeDir, "images", "corrupt.tar"), []byte("not an image archive"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args = append(args, "--private-registry="+writeRegistries(t, registry))
+	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, args...)
 	client := srv.MustClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
 	node := waitNode(ctx, t, client, nodeName)
@@ -117,6 +132,85 @@ func TestServerNodeContainerd(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitHello(t, net.JoinHostPort(svc.Spec.ClusterIP, "80"), hello)
+	})
+
+	t.Run("a corrupt air-gap tarball is named and skipped", func(t *testing.T) {
+		if logs := srv.Logs(); !strings.Contains(logs, "Skipping an air-gap image tarball") || !strings.Contains(logs, "corrupt.tar") {
+			t.Errorf("the server's log does not name corrupt.tar as skipped")
+		}
+	})
+
+	t.Run("an image volume", func(t *testing.T) {
+		runPod(ctx, t, client, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "imagevolume", Namespace: metav1.NamespaceDefault},
+			Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "c", Image: harness.TestImage, ImagePullPolicy: corev1.PullNever,
+					Args: []string{"pause"}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					Image: &corev1.ImageVolumeSource{Reference: harness.DataImage, PullPolicy: corev1.PullNever}}}},
+			},
+		})
+		if out := kubectl(t, srv, "exec", "imagevolume", "--", harness.TestImageCommand, "cat", "/data"+harness.DataImageFile); out != harness.DataImageMessage {
+			t.Errorf("the image volume's %s reads %q, want %q", harness.DataImageFile, out, harness.DataImageMessage)
+		}
+		deletePod(ctx, t, client, metav1.NamespaceDefault, "imagevolume")
+	})
+
+	t.Run("a Pod pulls through registries.yaml's mirror, with auth and TLS", func(t *testing.T) {
+		// The pause image, whose ID no Pod's container uses otherwise: the
+		// kubelet checks the credentials of Pods using an image it pulled
+		// (by ID), and refuses those with pull policy Never.
+		registry.Push(t, harness.ImageArchive(nodeDir, harness.PauseImage), "kubeboot/pause:1")
+		// mirror.test resolves nowhere: only the mirror has the image,
+		// after an endpoint that refuses connections.
+		runPod(ctx, t, client, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "mirrored", Namespace: metav1.NamespaceDefault},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: mirroredImage,
+				ImagePullPolicy: corev1.PullAlways}}},
+		})
+		deletePod(ctx, t, client, metav1.NamespaceDefault, "mirrored")
+		for name, logs := range map[string]string{"the server's": srv.Logs(), "containerd's": readFile(t, filepath.Join(nodeDir, "containerd", "containerd.log"))} {
+			if strings.Contains(logs, registry.Password) {
+				t.Errorf("%s log holds the registry's password", name)
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(nodeDir, "containerd", "config.toml")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("containerd's configuration, with the registry's password: %v, %v; want mode 0600", fi.Mode(), err)
+		}
+	})
+
+	t.Run("containerd killed is restarted, its containers kept", func(t *testing.T) {
+		config := filepath.Join(nodeDir, "containerd", "config.toml")
+		before := containerdPID(config)
+		container := containerPID("serve")
+		if before == 0 || container == 0 {
+			t.Fatalf("containerd %d, the web container %d: want both running", before, container)
+		}
+		if err := syscall.Kill(before, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		var after int
+		if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+			after = containerdPID(config)
+			return after != 0 && after != before, nil
+		}); err != nil {
+			t.Fatalf("containerd was not restarted: %v", err)
+		}
+		if got := containerPID("serve"); got != container {
+			t.Errorf("the web container's process is %d after containerd's restart, want %d, the same", got, container)
+		}
+		// The kubelet reaches its runtime again.
+		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
+			out, err := kubectlOutput(t, srv, "exec", "web", "--", harness.TestImageCommand, "echo", "after", "restart")
+			return err == nil && out == "after restart\n", nil
+		})
+		if err != nil {
+			t.Errorf("kubectl exec web after containerd's restart: %v", err)
+		}
+		p, err := client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || p.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Errorf("the web Pod after containerd's restart: %v; want it never restarted", err)
+		}
 	})
 
 	t.Run("a claim's data outlives its Pod and goes with the claim", func(t *testing.T) {
@@ -232,4 +326,66 @@ func podNetworkUp(node *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// mirroredImage is an image of a registry that resolves nowhere, which
+// the node pulls from registries.yaml's mirror (writeRegistries).
+const mirroredImage = "mirror.test/kubeboot/pause:1"
+
+// writeRegistries writes a registries.yaml with reg as mirror.test's
+// second mirror (the first refuses connections), with its credentials and
+// CA, and returns its path.
+func writeRegistries(t *testing.T, reg *harness.Registry) string {
+	t.Helper()
+	refused := net.JoinHostPort(strings.Split(reg.Host, ":")[0], "1")
+	data := fmt.Sprintf(`mirrors:
+  mirror.test:
+    endpoint:
+      - https://%s
+      - https://%s
+configs:
+  %q:
+    auth:
+      username: %s
+      password: %s
+    tls:
+      ca_file: %s
+`, refused, reg.Host, reg.Host, reg.Username, reg.Password, reg.CAFile)
+	path := filepath.Join(t.TempDir(), "registries.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// containerdPID is the process of the embedded containerd running with
+// config, 0 if none.
+func containerdPID(config string) int {
+	for pid, p := range harness.Processes() {
+		if slices.Contains(p.Args, "containerd") && slices.Contains(p.Args, config) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// containerPID is the process of the one container running `testcontainer
+// command`, 0 if none.
+func containerPID(command string) int {
+	for pid, p := range harness.Processes() {
+		if len(p.Args) > 1 && p.Args[0] == harness.TestImageCommand && p.Args[1] == command {
+			return pid
+		}
+	}
+	return 0
+}
+
+// readFile returns the content of path.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
 	"github.com/containerd/platforms"
 )
 
@@ -29,14 +31,28 @@ func newImageStore(socket, snapshotter string) (imageStore, func(), error) {
 
 func (s *containerdStore) Import(ctx context.Context, r io.Reader) ([]string, error) {
 	platform := platforms.Default()
-	images, err := s.client.Import(ctx, r, containerd.WithImportPlatform(platform), containerd.WithImageLabels(criImageLabel))
+	imported, err := s.client.Import(ctx, r, containerd.WithImportPlatform(platform), containerd.WithImageLabels(criImageLabel))
 	if err != nil {
 		return nil, err
 	}
 	var names []string
-	for _, img := range images {
+	for _, img := range imported {
 		// Unpacked now, not when the first Pod starts.
-		if err := containerd.NewImageWithPlatform(s.client, img, platform).Unpack(ctx, s.snapshotter); err != nil {
+		image := containerd.NewImageWithPlatform(s.client, img, platform)
+		if err := image.Unpack(ctx, s.snapshotter); err != nil {
+			return nil, err
+		}
+		// Also named by its ID, as the CRI plugin names what it pulls:
+		// the kubelet asks for image volumes by ID.
+		config, err := image.Config(ctx)
+		if err != nil {
+			return nil, err
+		}
+		byID := images.Image{Name: config.Digest.String(), Target: img.Target, Labels: criImageLabel}
+		if _, err := s.client.ImageService().Create(ctx, byID); errdefs.IsAlreadyExists(err) {
+			_, err = s.client.ImageService().Update(ctx, byID)
+		}
+		if err != nil {
 			return nil, err
 		}
 		names = append(names, img.Name)

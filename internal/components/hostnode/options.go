@@ -75,7 +75,7 @@ func NewOptions() *Options {
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "node", o.Enabled,
-		"Also run this host as a node: the kubelet (a child process; needs cgroup v2 and a CRI runtime such as containerd), bootstrapping its certificate with a bootstrap token, and kube-proxy in the process. Needs root.")
+		"Also run this host as a node: containerd (embedded; needs runc and the CNI plugins) and the kubelet as child processes (cgroup v2), bootstrapping its certificate with a bootstrap token, and kube-proxy in the process. Needs root.")
 	o.enabledBy = "--node"
 	o.addArgFlags(fs, "With --node, another")
 }

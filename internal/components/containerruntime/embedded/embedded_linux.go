@@ -73,6 +73,8 @@ import (
 // Containerd runs containerd's command with args (args[0] is the program
 // name) until ctx is done.
 func Containerd(ctx context.Context, args []string) error {
+	// The shim's task service is linked for the shim, not the daemon.
+	keepPlugins(func(r *plugin.Registration) bool { return r.Type != plugins.TTRPCPlugin || r.ID != shimTaskPlugin })
 	return containerdcmd.App().Run(ctx, args)
 }
 
@@ -97,11 +99,17 @@ func Shim(ctx context.Context) {
 	// The shim initializes every plugin registered in the process: only
 	// its own, not the daemon's that share the binary (the content store
 	// and the rest, which a shim cannot load).
-	shimPlugins := registry.Graph(func(r *plugin.Registration) bool { return r.Type != plugins.TTRPCPlugin || r.ID != shimTaskPlugin })
-	registry.Reset()
-	for i := range shimPlugins {
-		registry.Register(&shimPlugins[i])
-	}
+	keepPlugins(func(r *plugin.Registration) bool { return r.Type == plugins.TTRPCPlugin && r.ID == shimTaskPlugin })
 	shim.RunShim(ctx, manager.NewShimManager("io.containerd.runc.v2"))
 	os.Exit(0)
+}
+
+// keepPlugins leaves in containerd's plugin registry only the
+// registrations keep accepts.
+func keepPlugins(keep func(*plugin.Registration) bool) {
+	kept := registry.Graph(func(r *plugin.Registration) bool { return !keep(r) })
+	registry.Reset()
+	for i := range kept {
+		registry.Register(&kept[i])
+	}
 }
