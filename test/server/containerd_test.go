@@ -213,6 +213,39 @@ func TestServerNodeContainerd(t *testing.T) {
 		}
 	})
 
+	// The restarted server is the test's, not the subtest's.
+	parent := t
+	t.Run("a restarted node keeps its Pods running", func(t *testing.T) {
+		container := containerPID("serve")
+		if err := srv.Terminate(time.Minute); err != nil {
+			t.Fatalf("stopping the server: %v", err)
+		}
+		// It gets SIGTERM with the node, and with the process at the
+		// latest (Pdeathsig).
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+			return containerdPID(filepath.Join(nodeDir, "containerd", "config.toml")) == 0, nil
+		}); err != nil {
+			t.Errorf("containerd outlived the server: %v", err)
+		}
+		if got := containerPID("serve"); got != container || got == 0 {
+			t.Errorf("the web container's process is %d while the server is down, want %d, the same", got, container)
+		}
+		srv = harness.StartReadyServer(parent, 2*time.Minute, bin, dataDir, args...)
+		client = srv.MustClient(parent)
+		waitNode(ctx, t, client, nodeName)
+		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
+			out, err := kubectlOutput(t, srv, "exec", "web", "--", harness.TestImageCommand, "echo", "after", "restart")
+			return err == nil && out == "after restart\n", nil
+		})
+		if err != nil {
+			t.Errorf("kubectl exec web after the server's restart: %v", err)
+		}
+		p, err := client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || p.Status.ContainerStatuses[0].RestartCount != 0 || containerPID("serve") != container {
+			t.Errorf("the web Pod after the server's restart: %v; want the same container, never restarted", err)
+		}
+	})
+
 	t.Run("a claim's data outlives its Pod and goes with the claim", func(t *testing.T) {
 		checkLocalVolume(ctx, t, srv, client, filepath.Join(srv.DataDir, "node", localstorage.DirName))
 	})

@@ -263,3 +263,31 @@ func TestCNIBinDirs(t *testing.T) {
 		t.Errorf("plugins in %s: %v, %v; want both directories", full, dirs, err)
 	}
 }
+
+// TestHostChecks: a host without runc, or whose CNI plugins are missing,
+// is refused before anything is written, naming what to install.
+func TestHostChecks(t *testing.T) {
+	saved := cniPluginDirs
+	t.Cleanup(func() { cniPluginDirs = saved })
+	bin, plugins := t.TempDir(), t.TempDir()
+	cniPluginDirs = []string{plugins}
+	dir := filepath.Join(t.TempDir(), "node")
+	o := NewOptions()
+
+	t.Setenv("PATH", bin)
+	if _, err := o.config(dir, false); err == nil || !strings.Contains(err.Error(), "runc is not installed") {
+		t.Errorf("no runc: %v, want an error naming runc", err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "runc"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.config(dir, true); err == nil || !strings.Contains(err.Error(), "containernetworking-plugins") {
+		t.Errorf("no CNI plugins: %v, want an error naming the package", err)
+	}
+	if _, err := o.config(dir, false); err != nil {
+		t.Errorf("runc, and no pod network of kubeboot's: %v", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("the checks wrote %s", dir)
+	}
+}

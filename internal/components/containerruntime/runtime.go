@@ -93,13 +93,14 @@ func (o *Options) Start(ctx context.Context, dir string, cni bool) (*Runtime, er
 		return nil, err
 	}
 	klog.FromContext(ctx).Info("Started containerd", "pid", first.Process.Pid, "socket", cfg.socket, "log", cfg.log)
+	if err := importImages(ctx, cfg.socket, filepath.Join(dir, ImagesDirName), cfg.stateFile, o.Snapshotter); err != nil {
+		stopCommand(first, exited)
+		return nil, err
+	}
 	go func() {
 		defer close(r.done)
 		cfg.supervise(ctx, first, exited)
 	}()
-	if err := importImages(ctx, cfg.socket, filepath.Join(dir, ImagesDirName), cfg.stateFile, o.Snapshotter); err != nil {
-		return nil, err
-	}
 	return r, nil
 }
 
@@ -243,6 +244,7 @@ func (s *setup) waitServing(ctx context.Context, exited chan error) error {
 func (s *setup) supervise(ctx context.Context, cmd *exec.Cmd, exited chan error) {
 	logger := klog.FromContext(ctx)
 	backoff := restartBackoff
+	pid := cmd.Process.Pid
 	for {
 		started := time.Now()
 		err := <-exited
@@ -252,21 +254,22 @@ func (s *setup) supervise(ctx context.Context, cmd *exec.Cmd, exited chan error)
 		if time.Since(started) > time.Minute {
 			backoff = restartBackoff
 		}
-		logger.Error(err, "containerd exited; restarting it (running containers are kept)", "pid", cmd.Process.Pid, "in", backoff, "log", s.log)
+		logger.Error(err, "containerd exited; restarting it (running containers are kept)", "pid", pid, "in", backoff, "log", s.log)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, maxRestartBackoff)
-		var startErr error
-		if cmd, exited, startErr = s.start(ctx); startErr != nil {
-			logger.Error(startErr, "Restarting containerd")
+		cmd, next, err := s.start(ctx)
+		if err != nil {
+			// Tried again after the next back-off.
 			exited = make(chan error, 1)
-			exited <- startErr
+			exited <- err
 			continue
 		}
-		logger.Info("Restarted containerd", "pid", cmd.Process.Pid)
+		exited, pid = next, cmd.Process.Pid
+		logger.Info("Restarted containerd", "pid", pid)
 	}
 }
 
