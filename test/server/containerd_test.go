@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -137,6 +138,16 @@ func TestServerNodeContainerd(t *testing.T) {
 	t.Run("a corrupt air-gap tarball is named and skipped", func(t *testing.T) {
 		if logs := srv.Logs(); !strings.Contains(logs, "Skipping an air-gap image tarball") || !strings.Contains(logs, "corrupt.tar") {
 			t.Errorf("the server's log does not name corrupt.tar as skipped")
+		}
+	})
+
+	t.Run("kubeboot ctr lists the node's images, in the CRI's namespace by default", func(t *testing.T) {
+		out, err := exec.Command(bin, "ctr", "--address", filepath.Join(nodeDir, "containerd", "containerd.sock"), "images", "ls", "-q").Output()
+		if err != nil {
+			t.Fatalf("kubeboot ctr images ls: %v", err)
+		}
+		if images := strings.Fields(string(out)); !slices.Contains(images, harness.TestImage) {
+			t.Errorf("kubeboot ctr images ls: %q, want %s among them", images, harness.TestImage)
 		}
 	})
 
