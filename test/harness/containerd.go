@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 )
 
 // Images EmbeddedContainerd puts in a node's air-gap images: the first two
@@ -35,14 +36,6 @@ const (
 	DataImageFile    = "/message"
 	DataImageMessage = "from an image volume"
 )
-
-// cniPluginDirs are where distributions install the CNI plugins: Debian's
-// containernetworking-plugins, and upstream's default.
-var cniPluginDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
-
-// cniPlugins are the plugins the pod network's configuration uses, and
-// the runtime's loopback.
-var cniPlugins = []string{"bridge", "host-local", "portmap", "loopback"}
 
 // EmbeddedContainerd readies the test's mount namespace for a node in
 // nodeDir on kubeboot's embedded containerd, and returns the node's flags
@@ -111,25 +104,13 @@ func ImageArchive(nodeDir, ref string) string {
 }
 
 // RequireContainerd skips the test, or fails it when CI=true, unless the
-// host has what kubeboot's embedded containerd needs of it: runc on PATH
-// and the CNI bridge plugin, with the others the pod network uses.
+// host has what kubeboot's embedded containerd needs of it
+// (containerruntime.CheckHost): runc and the pod network's CNI plugins.
 func RequireContainerd(t testing.TB) {
 	t.Helper()
-	if _, err := exec.LookPath("runc"); err != nil {
-		skipOrFail(t, fmt.Sprintf("runc not found: %v", err))
+	if err := containerruntime.CheckHost(true); err != nil {
+		skipOrFail(t, err.Error())
 	}
-	for _, dir := range cniPluginDirs {
-		if _, err := os.Stat(filepath.Join(dir, "bridge")); err != nil {
-			continue
-		}
-		for _, plugin := range cniPlugins {
-			if _, err := os.Stat(filepath.Join(dir, plugin)); err != nil {
-				skipOrFail(t, fmt.Sprintf("no CNI %s plugin in %s", plugin, dir))
-			}
-		}
-		return
-	}
-	skipOrFail(t, fmt.Sprintf("no CNI bridge plugin in %v", cniPluginDirs))
 }
 
 // buildTestContainer builds ./testcontainer, static, into the test's

@@ -116,8 +116,8 @@ type setup struct {
 // for the node in dir: the socket must not be another containerd's,
 // runc must be installed and, with cni, the CNI plugins.
 func (o *Options) config(dir string, cni bool) (*setup, error) {
-	if _, err := exec.LookPath("runc"); err != nil {
-		return nil, errors.New("runc is not installed (not on PATH): install your distribution's runc package (Debian's and Ubuntu's: runc)")
+	if err := CheckHost(cni); err != nil {
+		return nil, err
 	}
 	binDirs, err := cniBinDirs(cni)
 	if err != nil {
@@ -292,6 +292,17 @@ func (s *setup) lastLogLine() string {
 	}
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	return fmt.Sprintf("%s (log: %s)", lines[len(lines)-1], s.log)
+}
+
+// CheckHost returns what the host lacks for the embedded containerd, or
+// nil: runc and, with cni (kubeboot's pod network), the CNI plugins,
+// each named with the package that brings it.
+func CheckHost(cni bool) error {
+	if _, err := exec.LookPath("runc"); err != nil {
+		return errors.New("runc is not installed (not on PATH): install your distribution's runc package (Debian's and Ubuntu's: runc)")
+	}
+	_, err := cniBinDirs(cni)
+	return err
 }
 
 // checkSocket refuses a socket another containerd serves and removes a
