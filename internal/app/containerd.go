@@ -54,7 +54,7 @@ func newCtrCommand() *cobra.Command {
 				}
 			}
 			if os.Getenv("CONTAINERD_NAMESPACE") == "" {
-				_ = os.Setenv("CONTAINERD_NAMESPACE", "k8s.io")
+				_ = os.Setenv("CONTAINERD_NAMESPACE", containerruntime.CRINamespace)
 			}
 			return embedded.Ctr(context.WithoutCancel(cmd.Context()), append([]string{"ctr"}, args...))
 		},

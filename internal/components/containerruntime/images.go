@@ -23,9 +23,9 @@ import (
 // tarballs were imported and what each held.
 const importedFileName = "images-imported.json"
 
-// criNamespace is the containerd namespace of the CRI plugin, where the
-// kubelet's images are.
-const criNamespace = "k8s.io"
+// CRINamespace is the containerd namespace of the CRI plugin, where the
+// kubelet's images and containers are.
+const CRINamespace = "k8s.io"
 
 // imageSuffixes are the air-gap tarballs' names: an image archive
 // (docker save's or an OCI layout's), plain or compressed.

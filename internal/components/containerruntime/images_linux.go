@@ -22,7 +22,7 @@ type containerdStore struct {
 }
 
 func newImageStore(socket, snapshotter string) (imageStore, func(), error) {
-	client, err := containerd.New(socket, containerd.WithDefaultNamespace(criNamespace))
+	client, err := containerd.New(socket, containerd.WithDefaultNamespace(CRINamespace))
 	if err != nil {
 		return nil, nil, err
 	}

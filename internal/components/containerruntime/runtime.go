@@ -71,12 +71,13 @@ func (r *Runtime) Wait() {
 // endpoint, or the embedded containerd, started for the node in dir and
 // serving, with the air-gap images in dir imported. It stops when ctx is
 // done. cni says the node's pod network is kubeboot's, whose CNI plugins
-// the host must have.
-func (o *Options) Start(ctx context.Context, dir string, cni bool) (*Runtime, error) {
+// the host must have; cniConfDir is where the node writes its CNI
+// configuration (--flannel-cni-conf's directory), which the runtime reads.
+func (o *Options) Start(ctx context.Context, dir string, cni bool, cniConfDir string) (*Runtime, error) {
 	if !o.Embedded() {
 		return &Runtime{Endpoint: o.Endpoint}, nil
 	}
-	cfg, err := o.config(dir, cni)
+	cfg, err := o.config(dir, cni, cniConfDir)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ type setup struct {
 // config checks the host and returns the embedded containerd's setup
 // for the node in dir: the socket must not be another containerd's,
 // runc must be installed and, with cni, the CNI plugins.
-func (o *Options) config(dir string, cni bool) (*setup, error) {
+func (o *Options) config(dir string, cni bool, cniConfDir string) (*setup, error) {
 	if err := CheckHost(cni); err != nil {
 		return nil, err
 	}
@@ -336,9 +337,6 @@ func hasCapability(bit uint) bool {
 	}
 	return false
 }
-
-// cniConfDir is where the node's runtime reads its CNI configuration.
-const cniConfDir = "/etc/cni/net.d"
 
 // cniPluginDirs are where distributions install the CNI plugins: upstream's
 // default, Debian's containernetworking-plugins, Fedora's.

@@ -125,7 +125,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 
 	// The runtime stops after the kubelet, and before Run returns.
 	runtimeCtx, stopRuntime := context.WithCancel(ctx)
-	runtime, err := o.Runtime.Start(runtimeCtx, dir, c.PodNetwork.Enabled())
+	runtime, err := o.Runtime.Start(runtimeCtx, dir, c.PodNetwork.Enabled(), filepath.Dir(o.CNIConf))
 	if err != nil {
 		stopRuntime()
 		return err
