@@ -61,9 +61,10 @@ type Settings struct {
 	// DNS's zone and address, which the kubelets are given.
 	ClusterDomain string
 	ClusterDNS    netip.Addr
-	// PodNetwork and LocalStorage are Config's.
-	PodNetwork   PodNetwork
-	LocalStorage bool
+	// PodNetwork, LocalStorage and EmbeddedRegistry are Config's.
+	PodNetwork       PodNetwork
+	LocalStorage     bool
+	EmbeddedRegistry bool
 	// Progress is Config.Progress: where a component whose start can take
 	// long reports how far it has come. Nil: nowhere.
 	Progress func(ProgressUpdate)
@@ -154,6 +155,7 @@ func (cc *completedConfig) componentSettings() Settings {
 		ClusterDNS:                   cc.clusterDNS,
 		PodNetwork:                   cc.PodNetwork,
 		LocalStorage:                 cc.LocalStorage,
+		EmbeddedRegistry:             cc.EmbeddedRegistry,
 		Progress:                     cc.Progress,
 		kubeconfigs:                  &cc.componentKubeconfigs,
 	}

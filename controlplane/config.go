@@ -183,6 +183,11 @@ type Config struct {
 	// LocalStorage is whether the nodes of `--node` and the agents make
 	// the volumes of the claims placed on them (localstorage).
 	LocalStorage bool
+	// EmbeddedRegistry is whether the nodes of `--node` and the agents
+	// serve each other the images their runtimes hold, for the
+	// registries their registries.yaml mirrors (registrymirror;
+	// --embedded-registry).
+	EmbeddedRegistry bool
 
 	// Authentication is kube-apiserver's authentication group: client
 	// certificates (--client-ca-file: CAs accepted besides the generated

@@ -182,12 +182,13 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 		return err
 	}
 	return o.run(ctx, hostnode.Cluster{
-		CA:             client.CA,
-		DNS:            dns,
-		DNSDomain:      creds.ClusterDomain,
-		PodNetwork:     controlplane.PodNetwork{ClusterCIDR: creds.ClusterCIDR, Backend: creds.FlannelBackend},
-		LocalStorage:   creds.LocalStorage,
-		BootstrapToken: func(context.Context) (string, error) { return creds.BootstrapToken, nil },
+		CA:               client.CA,
+		DNS:              dns,
+		DNSDomain:        creds.ClusterDomain,
+		PodNetwork:       controlplane.PodNetwork{ClusterCIDR: creds.ClusterCIDR, Backend: creds.FlannelBackend},
+		LocalStorage:     creds.LocalStorage,
+		EmbeddedRegistry: creds.EmbeddedRegistry,
+		BootstrapToken:   func(context.Context) (string, error) { return creds.BootstrapToken, nil },
 		WriteProxyKubeconfig: func(path string) error {
 			return o.writeKubeconfig(path, "kube-proxy's certificate", client.CA, creds.ProxyCert, creds.ProxyKey)
 		},

@@ -241,6 +241,8 @@ func TestBadServerFlags(t *testing.T) {
 		{"registries.yaml unknown key", []string{"--node", "--private-registry=" + registries["unknown key"]}, `unknown field "endpoints"`},
 		{"registries.yaml endpoint not a URL", []string{"--node", "--private-registry=" + registries["endpoint not a URL"]}, "mirrors.docker.io.endpoint[0]"},
 		{"registries.yaml CA missing", []string{"--node", "--private-registry=" + registries["CA missing"]}, "configs.mirror.test.tls.ca_file"},
+		{"registries.yaml rewrite not a regexp", []string{"--node", "--private-registry=" + registries["rewrite not a regexp"]}, `mirrors.docker.io.rewrite["^(library"]`},
+		{"registries.yaml rewrite without endpoints", []string{"--node", "--private-registry=" + registries["rewrite no endpoint"]}, "mirrors.docker.io.rewrite: rewrites apply to the mirror's endpoints"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -317,10 +319,12 @@ func badRegistries(t *testing.T) map[string]string {
 	dir := t.TempDir()
 	files := map[string]string{}
 	for name, content := range map[string]string{
-		"not YAML":           "mirrors: [",
-		"unknown key":        "mirrors:\n  docker.io:\n    endpoints: [\"https://mirror.test\"]\n",
-		"endpoint not a URL": "mirrors:\n  docker.io:\n    endpoint: [\"mirror.test:5000\"]\n",
-		"CA missing":         "configs:\n  mirror.test:\n    tls:\n      ca_file: /nonexistent/ca.crt\n",
+		"not YAML":             "mirrors: [",
+		"unknown key":          "mirrors:\n  docker.io:\n    endpoints: [\"https://mirror.test\"]\n",
+		"endpoint not a URL":   "mirrors:\n  docker.io:\n    endpoint: [\"mirror.test:5000\"]\n",
+		"CA missing":           "configs:\n  mirror.test:\n    tls:\n      ca_file: /nonexistent/ca.crt\n",
+		"rewrite not a regexp": "mirrors:\n  docker.io:\n    endpoint: [\"https://mirror.test\"]\n    rewrite:\n      \"^(library\": \"x/$1\"\n",
+		"rewrite no endpoint":  "mirrors:\n  docker.io:\n    rewrite:\n      \"^library/(.*)\": \"x/$1\"\n",
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {

@@ -97,6 +97,25 @@ func EmbeddedContainerd(t testing.TB, nodeDir string) []string {
 	return []string{"--pause-image=" + PauseImage}
 }
 
+// WriteTestImage writes, among the air-gap images of the node in nodeDir,
+// an image ref of TestImageCommand (its entrypoint) and files, which the
+// node imports when it starts.
+func WriteTestImage(t testing.TB, nodeDir, ref string, files map[string][]byte) {
+	t.Helper()
+	bin, err := os.ReadFile(buildTestContainer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = maps.Clone(files)
+	files[TestImageCommand] = bin
+	if err := os.MkdirAll(filepath.Join(nodeDir, "images"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeImage(ImageArchive(nodeDir, ref), ref, files, []string{TestImageCommand}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // ImageArchive is where EmbeddedContainerd writes the archive of the
 // image ref for the node in nodeDir.
 func ImageArchive(nodeDir, ref string) string {

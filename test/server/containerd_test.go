@@ -190,6 +190,23 @@ func TestServerNodeContainerd(t *testing.T) {
 		}
 	})
 
+	t.Run("a Pod pulls through a mirror that renames repositories", func(t *testing.T) {
+		// An image no other Pod uses (see above), only on the registry,
+		// as renamed/app: rewrite.test resolves nowhere.
+		images := t.TempDir()
+		harness.WriteTestImage(t, images, "kubeboot.test/renamed:1", map[string][]byte{"/renamed": []byte("renamed")})
+		registry.Push(t, harness.ImageArchive(images, "kubeboot.test/renamed:1"), "renamed/app:1")
+		pod := runPod(ctx, t, client, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "rewritten", Namespace: metav1.NamespaceDefault},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "rewrite.test/kubeboot/app:1",
+				ImagePullPolicy: corev1.PullAlways, Args: []string{"pause"}}}},
+		})
+		deletePod(ctx, t, client, metav1.NamespaceDefault, pod.Name)
+		if got := pod.Status.ContainerStatuses[0].Image; got != "rewrite.test/kubeboot/app:1" {
+			t.Errorf("the container's image %q, want the Pod's name for it", got)
+		}
+	})
+
 	t.Run("containerd killed is restarted, its containers kept", func(t *testing.T) {
 		config := filepath.Join(nodeDir, "containerd", "config.toml")
 		before := containerdPID(config)
@@ -377,8 +394,9 @@ func podNetworkUp(node *corev1.Node) bool {
 const mirroredImage = "mirror.test/kubeboot/pause:1"
 
 // writeRegistries writes a registries.yaml with reg as mirror.test's
-// second mirror (the first refuses connections), with its credentials and
-// CA, and returns its path.
+// second mirror (the first refuses connections), and as rewrite.test's,
+// where kubeboot/NAME is renamed/NAME, with its credentials and CA, and
+// returns its path.
 func writeRegistries(t *testing.T, reg *harness.Registry) string {
 	t.Helper()
 	refused := net.JoinHostPort(strings.Split(reg.Host, ":")[0], "1")
@@ -387,6 +405,11 @@ func writeRegistries(t *testing.T, reg *harness.Registry) string {
     endpoint:
       - https://%s
       - https://%s
+  rewrite.test:
+    endpoint:
+      - https://%[2]s
+    rewrite:
+      "^kubeboot/(.*)$": "renamed/$1"
 configs:
   %q:
     auth:

@@ -57,6 +57,8 @@ func testTwoNodes(t *testing.T, backend string) {
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
 	runtime := harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
+	// Only the server's node has it: the agent's pulls it from there.
+	harness.WriteTestImage(t, harness.NodeDir(dataDir), peerImage, map[string][]byte{peerImageFile: []byte(peerImageMessage)})
 	// The token is the server's to make; the agent's machine is started
 	// first, so that it is ready when the token is: it reads it from a
 	// file this machine writes.
@@ -65,7 +67,8 @@ func testTwoNodes(t *testing.T, backend string) {
 	if out, err := runCommand("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine); err != nil {
 		t.Fatalf("ip route add: %v: %s", err, out)
 	}
-	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--advertise-address", serverMachine, "--flannel-backend="+backend)
+	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--advertise-address", serverMachine, "--flannel-backend="+backend,
+		"--embedded-registry", "--private-registry="+writePeerRegistries(t))
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
 	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
 	if err != nil {
@@ -152,6 +155,20 @@ func testTwoNodes(t *testing.T, backend string) {
 		}
 	})
 
+	t.Run("the agent's node pulls an image only the server's node has, from it, with no registry reachable", func(t *testing.T) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "from-a-peer", Namespace: metav1.NamespaceDefault},
+			Spec: corev1.PodSpec{NodeName: agentNodeName, Containers: []corev1.Container{{
+				Name: "c", Image: peerImage, ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"pause"},
+			}}},
+		}
+		runPod(ctx, t, client, pod)
+		defer deletePod(ctx, t, client, pod.Namespace, pod.Name)
+		if out := kubectl(t, srv, "exec", pod.Name, "--", harness.TestImageCommand, "cat", peerImageFile); out != peerImageMessage {
+			t.Errorf("the image's %s: %q, want %q", peerImageFile, out, peerImageMessage)
+		}
+	})
+
 	// Last: it restarts the server.
 	t.Run("the agent's node keeps its Pods while the server is gone, and reconnects", func(t *testing.T) {
 		checkServerLoss(ctx, t, srv, bin, serverArgs, webB)
@@ -208,7 +225,8 @@ func runAgentMachine(t *testing.T, env map[string]string) {
 	}
 	agent := harness.StartAgent(t, bin, agentDir,
 		append(append([]string{"--server", "https://" + serverMachine + ":6443", "--token", strings.TrimSpace(string(token)),
-			"--node-name", agentNodeName, "--node-ip", agentMachine}, harness.NodeArgs(t, "")...), runtime...)...)
+			"--node-name", agentNodeName, "--node-ip", agentMachine, "--private-registry=" + writePeerRegistries(t)},
+			harness.NodeArgs(t, "")...), runtime...)...)
 	stopped := make(chan struct{})
 	go func() { harness.WaitStop(); close(stopped) }()
 	select {
@@ -216,6 +234,26 @@ func runAgentMachine(t *testing.T, env map[string]string) {
 	case <-agent.Exited():
 		t.Errorf("the agent exited: %v\n%s", agent.ExitErr(), agent.Logs())
 	}
+}
+
+// peerImage is an image of a registry that resolves nowhere, in the server
+// node's air-gap images only: the agent's node pulls it from the server's
+// node, through the embedded registry mirror.
+const (
+	peerImage        = "registry.peer.test/kubeboot/peer-only:1"
+	peerImageFile    = "/peer-message"
+	peerImageMessage = "from the server node's containerd"
+)
+
+// writePeerRegistries writes a registries.yaml that mirrors peerImage's
+// registry, with no endpoint but the nodes' own, and returns its path.
+func writePeerRegistries(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "registries.yaml")
+	if err := os.WriteFile(path, []byte("mirrors:\n  registry.peer.test: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // runCommand runs a command and returns its combined output.

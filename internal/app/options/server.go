@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -20,6 +21,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/kubeletserving"
 	"github.com/kubeboot/kubeboot/internal/components/kubescheduler"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
+	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/components/servicelb"
 	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
 )
@@ -124,6 +126,9 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ControlPlane.PodNetwork.Backend, "flannel-backend", o.ControlPlane.PodNetwork.Backend,
 		"How the nodes' Pods reach each other (flannel, in each node's process): "+strings.Join(controlplane.PodNetworkBackends, ", ")+
 			"; none leaves the CNI to you. The nodes' pod CIDRs come from --cluster-cidr.")
+	fs.BoolVar(&o.ControlPlane.EmbeddedRegistry, "embedded-registry", o.ControlPlane.EmbeddedRegistry,
+		"The nodes serve each other the images their containerd holds, for the registries their registries.yaml lists under mirrors (k3s's flag): "+
+			"an image pulled or imported on one node is pulled by the others from it, over TLS with the cluster's certificates, on port "+strconv.Itoa(registrymirror.Port)+".")
 	fs.StringSliceVar(&o.Disable, "disable", o.Disable,
 		"Pieces the server leaves out (repeatable, or comma-separated): "+strings.Join(disableable, ", ")+".")
 	fs.StringArrayVar(&o.ControllerManagerArgs, "controller-manager-arg", nil,

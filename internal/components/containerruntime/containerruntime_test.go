@@ -275,16 +275,16 @@ func TestHostChecks(t *testing.T) {
 	o := NewOptions()
 
 	t.Setenv("PATH", bin)
-	if _, err := o.config(dir, false, "/etc/cni/net.d"); err == nil || !strings.Contains(err.Error(), "runc is not installed") {
+	if _, err := o.config(Node{Dir: dir, CNIConfDir: "/etc/cni/net.d"}); err == nil || !strings.Contains(err.Error(), "runc is not installed") {
 		t.Errorf("no runc: %v, want an error naming runc", err)
 	}
 	if err := os.WriteFile(filepath.Join(bin, "runc"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.config(dir, true, "/etc/cni/net.d"); err == nil || !strings.Contains(err.Error(), "containernetworking-plugins") {
+	if _, err := o.config(Node{Dir: dir, CNI: true, CNIConfDir: "/etc/cni/net.d"}); err == nil || !strings.Contains(err.Error(), "containernetworking-plugins") {
 		t.Errorf("no CNI plugins: %v, want an error naming the package", err)
 	}
-	if _, err := o.config(dir, false, "/etc/cni/net.d"); err != nil {
+	if _, err := o.config(Node{Dir: dir, CNIConfDir: "/etc/cni/net.d"}); err != nil {
 		t.Errorf("runc, and no pod network of kubeboot's: %v", err)
 	}
 	if _, err := os.Stat(dir); err == nil {

@@ -77,3 +77,22 @@ func (o *Options) Validate() error {
 
 // Embedded reports whether the node runs the embedded containerd.
 func (o *Options) Embedded() bool { return o.Endpoint == "" }
+
+// Mirrored are the registries the node's registries.yaml lists under
+// mirrors ("*": every one): those the embedded registry mirror serves.
+func (o *Options) Mirrored() []string {
+	if o.registries == nil {
+		return nil
+	}
+	return o.registries.Mirrored()
+}
+
+// Rewrites are the registries whose mirrors rewrite repositories, by
+// name: the node's registry mirror pulls from those mirrors for the
+// embedded containerd.
+func (o *Options) Rewrites() (map[string]*Rewrite, error) {
+	if o.registries == nil {
+		return nil, nil
+	}
+	return o.registries.Rewrites()
+}

@@ -2,15 +2,22 @@ package containerruntime
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/containerd/containerd/v2/core/remotes/docker"
 	"github.com/pelletier/go-toml/v2"
 	"sigs.k8s.io/yaml"
 )
@@ -34,8 +41,9 @@ type Registries struct {
 type Mirror struct {
 	// Endpoints are the mirrors' URLs (https://host[:port][/path]).
 	Endpoints []string `json:"endpoint"`
-	// Rewrites map repositories to others on the mirrors: k3s rewrites
-	// them in its fork of containerd, which upstream's containerd cannot.
+	// Rewrites rename repositories on the mirrors: a regular expression
+	// and its replacement ($1 ...). Upstream containerd cannot, so the
+	// node's registry mirror pulls from these endpoints for it (Rewrite).
 	Rewrites map[string]string `json:"rewrite"`
 }
 
@@ -91,8 +99,13 @@ func (r *Registries) validate() error {
 		if name != "*" && !validHost(name) {
 			return fmt.Errorf("mirrors: %q is not a registry's host[:port]", name)
 		}
-		if len(m.Rewrites) > 0 {
-			return fmt.Errorf("mirrors.%s.rewrite: not supported: upstream containerd cannot rewrite repositories (k3s does it in a fork)", name)
+		if len(m.Rewrites) > 0 && len(m.Endpoints) == 0 {
+			return fmt.Errorf("mirrors.%s.rewrite: rewrites apply to the mirror's endpoints, and it has none", name)
+		}
+		for _, pattern := range sortedKeys(m.Rewrites) {
+			if _, err := regexp.Compile(pattern); err != nil {
+				return fmt.Errorf("mirrors.%s.rewrite[%q]: %w", name, pattern, err)
+			}
 		}
 		for i, e := range m.Endpoints {
 			if _, err := parseEndpoint(e); err != nil {
@@ -144,9 +157,27 @@ func parseEndpoint(e string) (*url.URL, error) {
 // defaultServers are the registries whose API is not at their name.
 var defaultServers = map[string]string{"docker.io": "https://registry-1.docker.io"}
 
+// LocalMirror is the node's registry mirror (registrymirror): the first
+// endpoint of every registry registries.yaml mirrors, when it asks the
+// other nodes (Peers, the embedded registry mirror), and the only one
+// besides the registry itself of a registry whose mirrors rewrite
+// repositories (it pulls from them for containerd).
+type LocalMirror struct {
+	// URL is its https://host:port, CAFile the CA its certificate is
+	// verified against, ClientCertFile the certificate and key (one PEM
+	// file) containerd presents to it.
+	URL, CAFile, ClientCertFile string
+	// Peers says it asks the other nodes.
+	Peers bool
+}
+
+// Mirrored are the registries r lists under mirrors ("*": every one).
+func (r *Registries) Mirrored() []string { return sortedKeys(r.Mirrors) }
+
 // hostsFiles returns containerd's hosts.toml of each registry r names,
-// by the directory it goes in (the registry's host, "_default" for "*").
-func (r *Registries) hostsFiles() (map[string][]byte, error) {
+// by the directory it goes in (the registry's host, "_default" for "*");
+// local, if not nil, is the first endpoint of each registry mirrored.
+func (r *Registries) hostsFiles(local *LocalMirror) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	type table = map[string]any
 	tlsOf := func(host string, t table) {
@@ -189,8 +220,28 @@ func (r *Registries) hostsFiles() (map[string][]byte, error) {
 			return nil, err
 		}
 		b.Write(top)
-		// containerd tries the hosts in the file's order: the mirror's.
-		for _, e := range r.Mirrors[name].Endpoints {
+		// containerd tries the hosts in the file's order: the node's own
+		// mirror, which asks the other nodes, then registries.yaml's.
+		// A registry without mirrors of its own has "*"'s, which
+		// containerd would not give one with a directory of its own.
+		mirror, mirrored := r.Mirrors[name]
+		if !mirrored {
+			mirror, mirrored = r.Mirrors["*"]
+		}
+		var hosts []string
+		var tables []table
+		rewritten := len(mirror.Rewrites) > 0
+		if local != nil && (rewritten || mirrored && local.Peers) {
+			hosts = append(hosts, local.URL)
+			tables = append(tables, table{"capabilities": []string{"pull", "resolve"}, "ca": local.CAFile, "client": local.ClientCertFile})
+		}
+		endpoints := mirror.Endpoints
+		if rewritten {
+			// The local mirror pulls from them, renaming; the registry
+			// itself is asked by its own names, as k3s does.
+			endpoints = nil
+		}
+		for _, e := range endpoints {
 			u, err := parseEndpoint(e)
 			if err != nil {
 				return nil, err
@@ -201,11 +252,15 @@ func (r *Registries) hostsFiles() (map[string][]byte, error) {
 				h["override_path"] = true
 			}
 			tlsOf(u.Host, h)
+			hosts = append(hosts, strings.TrimSuffix(u.String(), "/"))
+			tables = append(tables, h)
+		}
+		for i, h := range tables {
 			body, err := toml.Marshal(h)
 			if err != nil {
 				return nil, err
 			}
-			fmt.Fprintf(&b, "\n[host.%s]\n%s", strconv.Quote(strings.TrimSuffix(u.String(), "/")), body)
+			fmt.Fprintf(&b, "\n[host.%s]\n%s", strconv.Quote(hosts[i]), body)
 		}
 		files[dir] = b.Bytes()
 	}
@@ -235,4 +290,133 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// Rewrite is a registry's mirrors whose repositories have other names:
+// the node's registry mirror pulls from them for containerd, renaming.
+type Rewrite struct {
+	// rules are the renames, in the patterns' order; the first that
+	// matches applies.
+	rules []rewriteRule
+	// Hosts are the mirrors' endpoints, as containerd's resolver takes
+	// them: with each one's TLS and credentials from registries.yaml.
+	Hosts docker.RegistryHosts
+}
+
+type rewriteRule struct {
+	pattern     *regexp.Regexp
+	replacement string
+}
+
+// Apply returns repository as the mirrors name it.
+func (rw *Rewrite) Apply(repository string) string {
+	for _, r := range rw.rules {
+		if r.pattern.MatchString(repository) {
+			return r.pattern.ReplaceAllString(repository, r.replacement)
+		}
+	}
+	return repository
+}
+
+// Rewrites are the registries whose mirrors rewrite repositories, by
+// name.
+func (r *Registries) Rewrites() (map[string]*Rewrite, error) {
+	rewrites := map[string]*Rewrite{}
+	for _, name := range sortedKeys(r.Mirrors) {
+		m := r.Mirrors[name]
+		if len(m.Rewrites) == 0 {
+			continue
+		}
+		rw := &Rewrite{}
+		for _, pattern := range sortedKeys(m.Rewrites) {
+			re, err := regexp.Compile(pattern)
+			if err != nil {
+				return nil, fmt.Errorf("mirrors.%s.rewrite[%q]: %w", name, pattern, err)
+			}
+			rw.rules = append(rw.rules, rewriteRule{re, m.Rewrites[pattern]})
+		}
+		var hosts []docker.RegistryHost
+		for i, e := range m.Endpoints {
+			u, err := parseEndpoint(e)
+			if err != nil {
+				return nil, fmt.Errorf("mirrors.%s.endpoint[%d]: %w", name, i, err)
+			}
+			tlsConfig, err := r.tlsConfig(u.Host)
+			if err != nil {
+				return nil, err
+			}
+			client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig,
+				TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second}}
+			path := "/v2"
+			if p := strings.TrimSuffix(u.Path, "/"); p != "" {
+				path = p
+			}
+			hosts = append(hosts, docker.RegistryHost{
+				Client:       client,
+				Authorizer:   docker.NewDockerAuthorizer(docker.WithAuthClient(client), docker.WithAuthCreds(r.credentials)),
+				Host:         u.Host,
+				Scheme:       u.Scheme,
+				Path:         path,
+				Capabilities: docker.HostCapabilityPull | docker.HostCapabilityResolve,
+			})
+		}
+		rw.Hosts = func(string) ([]docker.RegistryHost, error) { return hosts, nil }
+		rewrites[name] = rw
+	}
+	return rewrites, nil
+}
+
+// tlsConfig is how the endpoint at host is verified and which client
+// certificate is offered to it.
+func (r *Registries) tlsConfig(host string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	t := r.Configs[host].TLS
+	if t == nil {
+		return c, nil
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("configs.%s.tls.ca_file: %w", host, err)
+		}
+		if c.RootCAs, err = x509.SystemCertPool(); err != nil {
+			c.RootCAs = x509.NewCertPool()
+		}
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("configs.%s.tls.ca_file %s: no certificate", host, t.CAFile)
+		}
+	}
+	if t.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("configs.%s.tls: %w", host, err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	c.InsecureSkipVerify = t.InsecureSkipVerify
+	return c, nil
+}
+
+// credentials are the username and secret for host, as containerd's CRI
+// plugin reads registry.configs: an identity token, else the base64
+// user:password of auth, else username and password.
+func (r *Registries) credentials(host string) (string, string, error) {
+	a := r.Configs[host].Auth
+	switch {
+	case a == nil:
+		return "", "", nil
+	case a.IdentityToken != "":
+		return "", a.IdentityToken, nil
+	case a.Auth != "":
+		decoded, err := base64.StdEncoding.DecodeString(a.Auth)
+		if err != nil {
+			return "", "", fmt.Errorf("configs.%s.auth.auth: not base64", host)
+		}
+		user, password, ok := strings.Cut(string(decoded), ":")
+		if !ok {
+			return "", "", fmt.Errorf("configs.%s.auth.auth: not user:password", host)
+		}
+		return user, password, nil
+	}
+	return a.Username, a.Password, nil
 }

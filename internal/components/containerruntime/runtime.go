@@ -67,17 +67,29 @@ func (r *Runtime) Wait() {
 	}
 }
 
+// Node is what the embedded runtime is told of the node it runs for.
+type Node struct {
+	// Dir is the node's directory.
+	Dir string
+	// CNI says the node's pod network is kubeboot's, whose CNI plugins
+	// the host must have; CNIConfDir is where the node writes its CNI
+	// configuration (--flannel-cni-conf's directory), which the runtime
+	// reads.
+	CNI        bool
+	CNIConfDir string
+	// Mirror, if set, is the node's embedded registry mirror.
+	Mirror *LocalMirror
+}
+
 // Start returns the node's runtime: the host's at --container-runtime-
-// endpoint, or the embedded containerd, started for the node in dir and
-// serving, with the air-gap images in dir imported. It stops when ctx is
-// done. cni says the node's pod network is kubeboot's, whose CNI plugins
-// the host must have; cniConfDir is where the node writes its CNI
-// configuration (--flannel-cni-conf's directory), which the runtime reads.
-func (o *Options) Start(ctx context.Context, dir string, cni bool, cniConfDir string) (*Runtime, error) {
+// endpoint, or the embedded containerd, started for the node n and
+// serving, with the air-gap images in its directory imported. It stops
+// when ctx is done.
+func (o *Options) Start(ctx context.Context, n Node) (*Runtime, error) {
 	if !o.Embedded() {
 		return &Runtime{Endpoint: o.Endpoint}, nil
 	}
-	cfg, err := o.config(dir, cni, cniConfDir)
+	cfg, err := o.config(n)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +106,7 @@ func (o *Options) Start(ctx context.Context, dir string, cni bool, cniConfDir st
 		return nil, err
 	}
 	klog.FromContext(ctx).Info("Started containerd", "pid", first.Process.Pid, "socket", cfg.socket, "log", cfg.log)
-	if err := importImages(ctx, cfg.socket, filepath.Join(dir, ImagesDirName), cfg.stateFile, o.Snapshotter); err != nil {
+	if err := importImages(ctx, cfg.socket, filepath.Join(n.Dir, ImagesDirName), cfg.stateFile, o.Snapshotter); err != nil {
 		stopCommand(first, exited)
 		return nil, err
 	}
@@ -114,19 +126,19 @@ type setup struct {
 }
 
 // config checks the host and returns the embedded containerd's setup
-// for the node in dir: the socket must not be another containerd's,
-// runc must be installed and, with cni, the CNI plugins.
-func (o *Options) config(dir string, cni bool, cniConfDir string) (*setup, error) {
-	if err := CheckHost(cni); err != nil {
+// for the node n: the socket must not be another containerd's, runc must
+// be installed and, with n.CNI, the CNI plugins.
+func (o *Options) config(n Node) (*setup, error) {
+	if err := CheckHost(n.CNI); err != nil {
 		return nil, err
 	}
-	binDirs, err := cniBinDirs(cni)
+	binDirs, err := cniBinDirs(n.CNI)
 	if err != nil {
 		return nil, err
 	}
-	s := &setup{dir: filepath.Join(dir, dirName), binDir: filepath.Join(dir, binDirName)}
+	s := &setup{dir: filepath.Join(n.Dir, dirName), binDir: filepath.Join(n.Dir, binDirName)}
 	s.configFile = filepath.Join(s.dir, "config.toml")
-	s.socket = Socket(dir)
+	s.socket = Socket(n.Dir)
 	s.log = filepath.Join(s.dir, "containerd.log")
 	s.stateFile = filepath.Join(s.dir, importedFileName)
 	s.registryDir = filepath.Join(s.dir, "certs.d")
@@ -137,13 +149,13 @@ func (o *Options) config(dir string, cni bool, cniConfDir string) (*setup, error
 	if registries == nil {
 		registries = &Registries{}
 	}
-	if s.hosts, err = registries.hostsFiles(); err != nil {
+	if s.hosts, err = registries.hostsFiles(n.Mirror); err != nil {
 		return nil, err
 	}
 	s.config, err = renderConfig(configValues{
 		Root: filepath.Join(s.dir, "root"), State: filepath.Join(s.dir, "state"), Socket: s.socket,
 		Snapshotter: o.Snapshotter, PauseImage: o.PauseImage, CNIBinDirs: binDirs,
-		CNIConfDir:          cniConfDir,
+		CNIConfDir:          n.CNIConfDir,
 		RegistryConfigDir:   s.registryDir,
 		RegistryAuths:       registries.auths(),
 		RestrictOOMScoreAdj: !hasCapability(capSysResource),

@@ -111,12 +111,13 @@ func writeBootstrapKubeconfig(path, url string, caPEM []byte, token string) erro
 // clusterSettings are what a node keeps of the cluster's settings beyond
 // its kubelet's configuration, for its next start.
 type clusterSettings struct {
-	PodNetwork   controlplane.PodNetwork `json:"podNetwork"`
-	LocalStorage bool                    `json:"localStorage"`
+	PodNetwork       controlplane.PodNetwork `json:"podNetwork"`
+	LocalStorage     bool                    `json:"localStorage"`
+	EmbeddedRegistry bool                    `json:"embeddedRegistry,omitempty"`
 }
 
 func writeClusterSettings(dir string, c Cluster) error {
-	data, err := json.Marshal(clusterSettings{PodNetwork: c.PodNetwork, LocalStorage: c.LocalStorage})
+	data, err := json.Marshal(clusterSettings{PodNetwork: c.PodNetwork, LocalStorage: c.LocalStorage, EmbeddedRegistry: c.EmbeddedRegistry})
 	if err != nil {
 		return err
 	}
@@ -133,6 +134,6 @@ func readClusterSettings(dir string, c *Cluster) error {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	c.PodNetwork, c.LocalStorage = s.PodNetwork, s.LocalStorage
+	c.PodNetwork, c.LocalStorage, c.EmbeddedRegistry = s.PodNetwork, s.LocalStorage, s.EmbeddedRegistry
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -22,8 +23,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
 	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
+	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 )
 
@@ -64,6 +67,9 @@ type Cluster struct {
 	// of the claims placed on it (localstorage).
 	PodNetwork   controlplane.PodNetwork
 	LocalStorage bool
+	// EmbeddedRegistry is whether the node serves the other nodes the
+	// images its runtime holds and asks them first (registrymirror).
+	EmbeddedRegistry bool
 	// BootstrapToken returns the kubelet's bootstrap token for its first
 	// client certificate; it is called only while the node has not
 	// joined (Joined).
@@ -123,9 +129,28 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		return err
 	}
 
+	runtimeNode := containerruntime.Node{Dir: dir, CNI: c.PodNetwork.Enabled(), CNIConfDir: filepath.Dir(o.CNIConf)}
+	// The node's registry mirror serves the other nodes and asks them
+	// (the embedded registry mirror), and pulls from the mirrors that
+	// rename repositories, which containerd cannot.
+	rewrites, err := o.Runtime.Rewrites()
+	if err != nil {
+		return err
+	}
+	mirror := (c.EmbeddedRegistry || len(rewrites) > 0) && o.Runtime.Embedded()
+	if mirror {
+		addr, err := o.mirrorAddress()
+		if err != nil {
+			return fmt.Errorf("the registry mirror's address: %w", err)
+		}
+		runtimeNode.Mirror = &containerruntime.LocalMirror{URL: registrymirror.URL(addr), Peers: c.EmbeddedRegistry,
+			CAFile: filepath.Join(dir, clientCAName), ClientCertFile: registrymirror.ClientCertFile(filepath.Join(dir, kubeletCertDirName))}
+	} else if c.EmbeddedRegistry {
+		logger.Info("The cluster has the embedded registry mirror, which this node, on --container-runtime-endpoint, neither serves nor asks")
+	}
 	// The runtime stops after the kubelet, and before Run returns.
 	runtimeCtx, stopRuntime := context.WithCancel(ctx)
-	runtime, err := o.Runtime.Start(runtimeCtx, dir, c.PodNetwork.Enabled(), filepath.Dir(o.CNIConf))
+	runtime, err := o.Runtime.Start(runtimeCtx, runtimeNode)
 	if err != nil {
 		stopRuntime()
 		return err
@@ -147,6 +172,9 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	}
 	kubeletDone := make(chan error, 1)
 	go func() { kubeletDone <- kubelet.Wait() }()
+	if mirror {
+		go o.runRegistryMirror(kubeletCtx, dir, agent, c.EmbeddedRegistry, rewrites)
+	}
 	if c.LocalStorage {
 		go localstorage.RunNode(kubeletCtx, agent, o.nodeName, o.localStoragePath(dir))
 	}
@@ -195,12 +223,13 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server, settings cont
 	dir := Dir(s.DataDir())
 	admin := s.AdminConfig()
 	return o.Run(ctx, dir, Cluster{
-		URL:          s.URL(),
-		CA:           admin.CAData,
-		DNS:          settings.ClusterDNS,
-		DNSDomain:    settings.ClusterDomain,
-		PodNetwork:   settings.PodNetwork,
-		LocalStorage: settings.LocalStorage,
+		URL:              s.URL(),
+		CA:               admin.CAData,
+		DNS:              settings.ClusterDNS,
+		DNSDomain:        settings.ClusterDomain,
+		PodNetwork:       settings.PodNetwork,
+		LocalStorage:     settings.LocalStorage,
+		EmbeddedRegistry: settings.EmbeddedRegistry,
 		BootstrapToken: func(ctx context.Context) (string, error) {
 			password, stored, err := Password(dir)
 			if err != nil {
@@ -328,4 +357,40 @@ func (o *Options) localStoragePath(dir string) string {
 		return o.LocalStoragePath
 	}
 	return filepath.Join(dir, localstorage.DirName)
+}
+
+// runRegistryMirror serves the node's registry mirror until ctx is done:
+// to the other nodes with peers, and for the registries in rewrites. A
+// mirror that cannot serve leaves the node pulling from the registries
+// (its containerd goes on to the next endpoint), so its failure is
+// logged, not the node's.
+func (o *Options) runRegistryMirror(ctx context.Context, dir string, agent kubernetes.Interface, peers bool, rewrites map[string]*containerruntime.Rewrite) {
+	logger := klog.FromContext(ctx)
+	store, closeStore, err := registrymirror.NewContainerdStore(containerruntime.Socket(dir), containerruntime.CRINamespace)
+	if err == nil {
+		defer closeStore()
+		err = registrymirror.Run(ctx, registrymirror.Config{
+			NodeName: o.nodeName, Peers: peers, Registries: o.Runtime.Mirrored(), Rewrites: rewrites,
+			CAFile: filepath.Join(dir, clientCAName), CertDir: filepath.Join(dir, kubeletCertDirName),
+			Store: store, Client: agent,
+		})
+	}
+	if err != nil && ctx.Err() == nil {
+		logger.Error(err, "The registry mirror stopped: this node pulls from the registries, and serves the others nothing")
+	}
+}
+
+// mirrorAddress is where the node's containerd reaches its own registry
+// mirror: --node-ip, else the address the kubelet chooses without it
+// (the default route's interface's).
+func (o *Options) mirrorAddress() (netip.Addr, error) {
+	if o.nodeIP.IsValid() {
+		return o.nodeIP, nil
+	}
+	ip, err := utilnet.ResolveBindAddress(nil)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	addr, _ := netip.AddrFromSlice(ip)
+	return addr.Unmap(), nil
 }

@@ -71,6 +71,9 @@ type AgentCredentials struct {
 	// LocalStorage is whether the node makes the volumes of the claims
 	// placed on it (localstorage).
 	LocalStorage bool `json:"localStorage,omitempty"`
+	// EmbeddedRegistry is whether the nodes serve each other images
+	// (registrymirror).
+	EmbeddedRegistry bool `json:"embeddedRegistry,omitempty"`
 	// AgentCert and AgentKey are the client certificate and key of the
 	// node's agent (nodejoin.AgentUser): its pod network and local
 	// storage act with them.
