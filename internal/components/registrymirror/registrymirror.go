@@ -1,19 +1,26 @@
-// Package registrymirror is a node's embedded registry mirror (k3s's
-// --embedded-registry): every node serves, read-only, the images its
-// containerd holds to the other nodes, and is the first endpoint of its
-// own containerd for each registry registries.yaml lists under mirrors.
-// An image pulled or imported once on one node is then pulled by the
-// others from it, not from the registry; when no node has it, the mirror
-// answers 404 and containerd goes on to the next endpoint.
+// Package registrymirror is a node's registry mirror, a read-only OCI
+// distribution server beside its embedded containerd, with two jobs:
 //
-// One listener, Port on every address, serves both roles over TLS with the
+//   - the embedded registry mirror (k3s's --embedded-registry): every node
+//     serves the other nodes the images its containerd holds, and is the
+//     first endpoint of its own containerd for each registry
+//     registries.yaml lists under mirrors. An image pulled or imported once
+//     on one node is then pulled by the others from it; when no node has
+//     it, the mirror answers 404 and containerd goes on to the next
+//     endpoint.
+//   - registries.yaml's rewrite, which upstream containerd cannot do: for a
+//     registry whose mirrors rename repositories, the mirror renames and
+//     pulls from them for its containerd (containerd's own resolver).
+//
+// One listener, Port on every address, serves over TLS with the
 // cluster's certificates: the kubelet's serving certificate, and clients
 // must present a node's client certificate signed by the cluster CA. The
 // client's identity says the role: the node's own kubelet certificate
 // (which its containerd presents) asks the mirror to find the content on
-// the other nodes; another node's asks for this node's own content.
-// Peers are found from the Node objects: their InternalIP, and the images
-// their kubelets report in status.images, asked first.
+// the other nodes or the rewritten mirrors; another node's asks for this
+// node's own content. Peers are found from the Node objects: their
+// InternalIP, and the images their kubelets report in status.images,
+// asked first.
 package registrymirror
 
 import (
