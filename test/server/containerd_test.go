@@ -228,17 +228,7 @@ func TestServerNodeContainerd(t *testing.T) {
 			t.Errorf("the web container's process is %d after containerd's restart, want %d, the same", got, container)
 		}
 		// The kubelet reaches its runtime again.
-		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
-			out, err := kubectlOutput(t, srv, "exec", "web", "--", harness.TestImageCommand, "echo", "after", "restart")
-			return err == nil && out == "after restart\n", nil
-		})
-		if err != nil {
-			t.Errorf("kubectl exec web after containerd's restart: %v", err)
-		}
-		p, err := client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil || p.Status.ContainerStatuses[0].RestartCount != 0 {
-			t.Errorf("the web Pod after containerd's restart: %v; want it never restarted", err)
-		}
+		checkWebKept(ctx, t, srv, client, "containerd's restart")
 	})
 
 	// The restarted server is the test's, not the subtest's.
@@ -261,16 +251,9 @@ func TestServerNodeContainerd(t *testing.T) {
 		srv = harness.StartReadyServer(parent, 2*time.Minute, bin, dataDir, args...)
 		client = srv.MustClient(parent)
 		waitNode(ctx, t, client, nodeName)
-		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
-			out, err := kubectlOutput(t, srv, "exec", "web", "--", harness.TestImageCommand, "echo", "after", "restart")
-			return err == nil && out == "after restart\n", nil
-		})
-		if err != nil {
-			t.Errorf("kubectl exec web after the server's restart: %v", err)
-		}
-		p, err := client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil || p.Status.ContainerStatuses[0].RestartCount != 0 || containerPID("serve") != container {
-			t.Errorf("the web Pod after the server's restart: %v; want the same container, never restarted", err)
+		checkWebKept(ctx, t, srv, client, "the server's restart")
+		if got := containerPID("serve"); got != container {
+			t.Errorf("the web container's process is %d after the server's restart, want %d, the same", got, container)
 		}
 	})
 
@@ -455,4 +438,21 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// checkWebKept checks, after event, that the kubelet execs in the web Pod's
+// container again and that the container never restarted.
+func checkWebKept(ctx context.Context, t *testing.T, srv *harness.APIServer, client kubernetes.Interface, event string) {
+	t.Helper()
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
+		out, err := kubectlOutput(t, srv, "exec", "web", "--", harness.TestImageCommand, "echo", "after", "restart")
+		return err == nil && out == "after restart\n", nil
+	})
+	if err != nil {
+		t.Errorf("kubectl exec web after %s: %v", event, err)
+	}
+	p, err := client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the web Pod after %s: %v; want it never restarted", event, err)
+	}
 }

@@ -144,7 +144,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 			return fmt.Errorf("the registry mirror's address: %w", err)
 		}
 		runtimeNode.Mirror = &containerruntime.LocalMirror{URL: registrymirror.URL(addr), Peers: c.EmbeddedRegistry,
-			CAFile: filepath.Join(dir, clientCAName), ClientCertFile: registrymirror.ClientCertFile(filepath.Join(dir, kubeletCertDirName))}
+			CAFile: filepath.Join(dir, clientCAName), ClientCertFile: filepath.Join(dir, kubeletCertDirName, kubeletClientCertName)}
 	} else if c.EmbeddedRegistry {
 		logger.Info("The cluster has the embedded registry mirror, which this node, on --container-runtime-endpoint, neither serves nor asks")
 	}

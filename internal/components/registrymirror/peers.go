@@ -255,7 +255,6 @@ func reports(n *corev1.Node, image string) bool {
 type affinity struct {
 	mu      sync.Mutex
 	holders map[string]holder
-	now     func() time.Time
 }
 
 type holder struct {
@@ -263,7 +262,7 @@ type holder struct {
 	expires time.Time
 }
 
-func newAffinity() *affinity { return &affinity{holders: map[string]holder{}, now: time.Now} }
+func newAffinity() *affinity { return &affinity{holders: map[string]holder{}} }
 
 // addManifest remembers node as the holder of what the manifest (an image
 // manifest or an index) names.
@@ -282,7 +281,7 @@ func (a *affinity) addManifest(manifest []byte, node string) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := a.now()
+	now := time.Now()
 	if len(a.holders)+len(named) > maxAffinity {
 		for d, h := range a.holders {
 			if now.After(h.expires) {
@@ -303,7 +302,7 @@ func (a *affinity) get(dgst string) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	h, ok := a.holders[dgst]
-	if !ok || a.now().After(h.expires) {
+	if !ok || time.Now().After(h.expires) {
 		return ""
 	}
 	return h.node

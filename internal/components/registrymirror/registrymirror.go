@@ -37,7 +37,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,12 +63,6 @@ const (
 	kubeletServing = "kubelet-server"
 	kubeletClient  = "kubelet-client"
 )
-
-// ClientCertFile is the file with the kubelet's current client
-// certificate and key in certDir, which the node's containerd presents.
-func ClientCertFile(certDir string) string {
-	return filepath.Join(certDir, kubeletClient+"-current.pem")
-}
 
 // URL is the mirror's of the node at addr, as its containerd reaches it.
 func URL(addr netip.Addr) string {

@@ -142,7 +142,7 @@ func newTestCluster(t *testing.T, configure func(*Config), names ...string) *tes
 			t.Fatal(err)
 		}
 		writePair(t, filepath.Join(n.certDir, kubeletServing+"-current.pem"), serving)
-		writePair(t, ClientCertFile(n.certDir), client)
+		writePair(t, filepath.Join(n.certDir, kubeletClient+"-current.pem"), client)
 		c.nodes[name] = n
 		c.setNode(t, name, true, nil)
 	}
