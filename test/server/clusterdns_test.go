@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,8 +46,10 @@ func TestClusterDNS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// Where the kube-dns Service leads: this server's address and port.
-	var server string
+	// Where the kube-dns Service leads: this server's address and port,
+	// for UDP and for TCP (dig +tcp, and resolvers whose answer did not fit
+	// in a datagram).
+	servers := map[string]string{}
 	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		list, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
 		if err != nil || len(list.Items) != 1 || len(list.Items[0].Endpoints) != 1 || len(list.Items[0].Ports) == 0 {
@@ -56,8 +59,10 @@ func TestClusterDNS(t *testing.T) {
 		if !slices.Equal(s.Endpoints[0].Addresses, []string{addr}) {
 			return false, fmt.Errorf("kube-dns endpoints %v, want this server's %s", s.Endpoints[0].Addresses, addr)
 		}
-		server = net.JoinHostPort(addr, strconv.Itoa(int(*s.Ports[0].Port)))
-		return true, nil
+		for _, p := range s.Ports {
+			servers[strings.ToLower(string(*p.Protocol))] = net.JoinHostPort(addr, strconv.Itoa(int(*p.Port)))
+		}
+		return len(servers) == 2, nil
 	})
 	if err != nil {
 		t.Fatalf("no kube-dns EndpointSlice naming the server: %v", err)
@@ -106,28 +111,30 @@ func TestClusterDNS(t *testing.T) {
 		{"missing.default.svc.cluster.local.", dns.TypeA, dns.RcodeNameError, nil},
 		{"example.org.", dns.TypeA, dns.RcodeSuccess, []string{"192.0.2.99"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var rcode int
-			var got []string
-			err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
-				rcode, got = query(server, tc.name, tc.qtype)
-				return rcode == tc.rcode && slices.Equal(got, tc.want), nil
+		for _, network := range []string{"udp", "tcp"} {
+			t.Run(network+" "+tc.name, func(t *testing.T) {
+				var rcode int
+				var got []string
+				err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+					rcode, got = query(network, servers[network], tc.name, tc.qtype)
+					return rcode == tc.rcode && slices.Equal(got, tc.want), nil
+				})
+				if err != nil {
+					t.Errorf("%s %s over %s at %s: rcode %s, answers %v; want %s, %v", dns.TypeToString[tc.qtype], tc.name, network, servers[network],
+						dns.RcodeToString[rcode], got, dns.RcodeToString[tc.rcode], tc.want)
+				}
 			})
-			if err != nil {
-				t.Errorf("%s %s: rcode %s, answers %v; want %s, %v", dns.TypeToString[tc.qtype], tc.name,
-					dns.RcodeToString[rcode], got, dns.RcodeToString[tc.rcode], tc.want)
-			}
-		})
+		}
 	}
 }
 
-// query asks server for name's records of qtype over UDP, and returns
-// the response code and the answers, sorted: A records as addresses, SRV
-// records as "port target".
-func query(server, name string, qtype uint16) (int, []string) {
+// query asks server for name's records of qtype over network (udp,
+// tcp), and returns the response code and the answers, sorted: A records
+// as addresses, SRV records as "port target".
+func query(network, server, name string, qtype uint16) (int, []string) {
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
-	r, _, err := new(dns.Client).Exchange(m, server)
+	r, _, err := (&dns.Client{Net: network}).Exchange(m, server)
 	if err != nil {
 		return -1, []string{err.Error()}
 	}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -162,7 +163,13 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		return fmt.Errorf("cluster DNS's kubeconfig: %w", err)
 	}
 	addr := s.AdvertiseAddress()
-	instance, err := start(c.corefile(addr, kubeconfig))
+	port := c.opts.Port
+	if port == 0 {
+		if port, err = freePort(addr); err != nil {
+			return fmt.Errorf("cluster DNS on %s (--cluster-dns-port 0): %w", addr, err)
+		}
+	}
+	instance, err := start(c.corefile(addr, port, kubeconfig))
 	// The kubernetes plugin points klog, process-wide, at CoreDNS's log
 	// as it sets up; the process's components log through klog's own.
 	klog.ClearLogger()
@@ -170,12 +177,9 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		return fmt.Errorf("cluster DNS on %s (--cluster-dns-port): %w", addr, err)
 	}
 	defer instance.Stop() //nolint:errcheck // stopping is best effort
-	port, err := servedPort(instance)
-	if err != nil {
-		return err
-	}
-	logger.Info("Serving cluster DNS", "address", netip.AddrPortFrom(addr, port), "service", c.settings.ClusterDNS, "domain", c.settings.ClusterDomain)
-	own := endpointSlice(addr, port)
+	served := netip.AddrPortFrom(addr, uint16(port))
+	logger.Info("Serving cluster DNS", "address", served, "service", c.settings.ClusterDNS, "domain", c.settings.ClusterDomain)
+	own := endpointSlice(served)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := publish(ctx, client, own); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Publishing where cluster DNS is served")
@@ -191,8 +195,8 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	return nil
 }
 
-// corefile is the Corefile of a server serving on addr.
-func (c *Component) corefile(addr netip.Addr, kubeconfig string) string {
+// corefile is the Corefile of a server serving on addr, port.
+func (c *Component) corefile(addr netip.Addr, port int, kubeconfig string) string {
 	upstreams := "/etc/resolv.conf"
 	if len(c.opts.Upstreams) > 0 {
 		upstreams = strings.Join(c.opts.Upstreams, " ")
@@ -210,7 +214,7 @@ func (c *Component) corefile(addr netip.Addr, kubeconfig string) string {
     cache 30
     loadbalance
 }
-`, c.opts.Port, addr, c.settings.ClusterDomain, kubeconfig, upstreams)
+`, port, addr, c.settings.ClusterDomain, kubeconfig, upstreams)
 }
 
 // setUp sets CoreDNS's plugin order once for the process.
@@ -227,17 +231,26 @@ func start(corefile string) (*caddy.Instance, error) {
 	return caddy.Start(caddy.CaddyfileInput{Filepath: "Corefile", Contents: []byte(corefile), ServerTypeName: "dns"})
 }
 
-// servedPort is the UDP port instance serves on.
-func servedPort(instance *caddy.Instance) (uint16, error) {
-	for _, srv := range instance.Servers() {
-		if a := srv.LocalAddr(); a != nil {
-			ap, err := netip.ParseAddrPort(a.String())
-			if err == nil {
-				return ap.Port(), nil
-			}
+// freePort is a port free on addr for TCP and UDP both. CoreDNS serves
+// DNS over both on the port its Corefile names; asked for port 0, the
+// system would pick one per protocol, and the EndpointSlice, which has
+// one port per protocol but one Service port behind both, would send TCP
+// to the UDP one.
+func freePort(addr netip.Addr) (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).AddrPort().Port()
+		p, err := net.ListenPacket("udp", netip.AddrPortFrom(addr, port).String())
+		l.Close()
+		if err == nil {
+			p.Close()
+			return int(port), nil
 		}
 	}
-	return 0, errors.New("cluster DNS serves no UDP port")
+	return 0, errors.New("no port is free for both TCP and UDP")
 }
 
 // ensureService creates the kube-dns Service at the cluster DNS address
@@ -282,14 +295,15 @@ func (c *Component) ensureService(ctx context.Context, client kubernetes.Interfa
 	return nil
 }
 
-// endpointSlice is the EndpointSlice of the server serving DNS at addr,
-// port.
-func endpointSlice(addr netip.Addr, port uint16) *discoveryv1.EndpointSlice {
+// endpointSlice is the EndpointSlice of the server serving DNS at
+// served, over UDP and TCP.
+func endpointSlice(served netip.AddrPort) *discoveryv1.EndpointSlice {
+	addr := served.Addr()
 	family := discoveryv1.AddressTypeIPv4
 	if addr.Is6() {
 		family = discoveryv1.AddressTypeIPv6
 	}
-	p := int32(port)
+	p := int32(served.Port())
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      ServiceName + "-" + strings.NewReplacer(".", "-", ":", "-").Replace(addr.String()),
