@@ -36,6 +36,16 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// ScratchDir returns a directory of the test binary's own, removed when
+// its tests end (TestMain must call Main), for what they build once and
+// share.
+func ScratchDir() (string, error) {
+	if buildDir == "" {
+		return "", fmt.Errorf("harness.ScratchDir needs TestMain to call harness.Main")
+	}
+	return os.MkdirTemp(buildDir, "scratch-")
+}
+
 // Binary returns the path of a kubeboot binary: $KUBEBOOT_BIN, or one built
 // from this module once per test binary (whose TestMain must call Main).
 func Binary() (string, error) {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +67,8 @@ func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) {
 	m := &machine{cmd: exec.Command("unshare", args...), done: make(chan struct{})}
 	m.cmd.Env = append(os.Environ(), machineEnv+"="+strings.Join(kvs, ","))
 	m.cmd.Stdout, m.cmd.Stderr = &m.out, &m.out
+	// As InNetNS's: the machine goes with the test.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	var err error
 	if m.stdin, err = m.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -103,5 +107,65 @@ func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", strings.Join(c, " "), err, out)
 		}
+	}
+}
+
+// AgentMachine is how a second machine (StartMachine) joins the first's
+// `kubeboot server`: RunAgentMachine's settings.
+type AgentMachine struct {
+	// Server is the server's address, host:port.
+	Server string
+	// TokenFile is where the first machine writes the join token
+	// (HandOverToken).
+	TokenFile string
+	// NodeName and NodeIP are the agent's node.
+	NodeName, NodeIP string
+	// Args are more flags of `kubeboot agent`.
+	Args []string
+}
+
+// RunAgentMachine runs, on a second machine, `kubeboot agent` on
+// kubeboot's embedded containerd (EmbeddedContainerd), joined with the
+// token the first machine hands over, until the test stops the machine
+// (WaitStop); it fails the test if the agent exits before.
+func RunAgentMachine(t *testing.T, a AgentMachine) {
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentDir := filepath.Join(t.TempDir(), "agent")
+	runtime := EmbeddedContainerd(t, agentDir)
+	var token []byte
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		token, err = os.ReadFile(a.TokenFile)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("no token from the server's machine: %v", err)
+	}
+	args := append([]string{"--server", "https://" + a.Server, "--token", strings.TrimSpace(string(token)),
+		"--node-name", a.NodeName, "--node-ip", a.NodeIP}, NodeArgs(t, "")...)
+	agent := StartAgent(t, bin, agentDir, append(append(args, runtime...), a.Args...)...)
+	stopped := make(chan struct{})
+	go func() { WaitStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-agent.Exited():
+		t.Errorf("the agent exited: %v\n%s", agent.ExitErr(), agent.Logs())
+	}
+}
+
+// HandOverToken writes the join token of the server whose data dir is
+// dataDir to path, whole (written, then renamed), for RunAgentMachine.
+func HandOverToken(t testing.TB, dataDir, path string) {
+	t.Helper()
+	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".tmp", token, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
 	}
 }

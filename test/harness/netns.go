@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -46,9 +48,32 @@ func InNetNS(t *testing.T, addrs ...string) bool {
 	args = append(args, childTestArgs(t)...)
 	cmd := exec.Command("unshare", args...)
 	cmd.Env = append(os.Environ(), netnsEnv+"=1", BinEnv+"="+bin)
+	// A test killed (its timeout) does not leave the namespace's
+	// running: it gets SIGTERM, as it gets the signals this one does
+	// meanwhile; a test that starts what would outlive it (containers)
+	// handles them to run its cleanups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-signals:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err = cmd.Wait()
+	signal.Stop(signals)
+	close(done)
 	t.Log("output of the test in its network namespace:\n" + out.String())
 	if err != nil {
 		if strings.Contains(out.String(), "unshare failed") || strings.Contains(out.String(), "Operation not permitted") {

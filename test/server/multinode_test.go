@@ -70,17 +70,7 @@ func testTwoNodes(t *testing.T, backend string) {
 	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--advertise-address", serverMachine, "--flannel-backend="+backend,
 		"--embedded-registry", "--private-registry="+writePeerRegistries(t))
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
-	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Written whole, then renamed: the machine polls for it.
-	if err := os.WriteFile(tokenFile+".tmp", token, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tokenFile+".tmp", tokenFile); err != nil {
-		t.Fatal(err)
-	}
+	harness.HandOverToken(t, dataDir, tokenFile)
 	client := srv.MustClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -206,34 +196,11 @@ func checkServerLoss(ctx context.Context, t *testing.T, srv *harness.APIServer, 
 	waitHello(t, net.JoinHostPort(pod.Status.PodIP, "8080"), "hello from "+pod.Name)
 }
 
-// runAgentMachine is TestTwoNodes's second machine: containerd and
-// `kubeboot agent`, joined with the token the server's machine writes to
-// env["token"], until the test stops it.
+// runAgentMachine is TestTwoNodes's second machine: `kubeboot agent`,
+// joined with the token the server's machine writes to env["token"].
 func runAgentMachine(t *testing.T, env map[string]string) {
-	bin, err := harness.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentDir := filepath.Join(t.TempDir(), "agent")
-	runtime := harness.EmbeddedContainerd(t, agentDir)
-	var token []byte
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
-		token, err = os.ReadFile(env["token"])
-		return err == nil, nil
-	}); err != nil {
-		t.Fatalf("no token from the server's machine: %v", err)
-	}
-	agent := harness.StartAgent(t, bin, agentDir,
-		append(append([]string{"--server", "https://" + serverMachine + ":6443", "--token", strings.TrimSpace(string(token)),
-			"--node-name", agentNodeName, "--node-ip", agentMachine, "--private-registry=" + writePeerRegistries(t)},
-			harness.NodeArgs(t, "")...), runtime...)...)
-	stopped := make(chan struct{})
-	go func() { harness.WaitStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-agent.Exited():
-		t.Errorf("the agent exited: %v\n%s", agent.ExitErr(), agent.Logs())
-	}
+	harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(serverMachine, "6443"), TokenFile: env["token"],
+		NodeName: agentNodeName, NodeIP: agentMachine, Args: []string{"--private-registry=" + writePeerRegistries(t)}})
 }
 
 // peerImage is an image of a registry that resolves nowhere, in the server
