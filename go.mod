@@ -108,6 +108,7 @@ require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/intel/goresctrl v0.13.0 // indirect
+	github.com/ishidawataru/sctp v0.0.0-20250521072954-ae8eb7fa7995 // indirect
 	github.com/itchyny/gojq v0.12.19 // indirect
 	github.com/itchyny/timefmt-go v0.1.8 // indirect
 	github.com/jpillora/backoff v1.0.0 // indirect
@@ -155,6 +156,7 @@ require (
 	go.uber.org/automaxprocs v1.6.0 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	k8s.io/cri-streaming v0.37.2 // indirect
+	k8s.io/sample-apiserver v0.37.2 // indirect
 	sigs.k8s.io/knftables v0.0.22 // indirect
 	sigs.k8s.io/mcs-api v0.5.2 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
@@ -310,6 +312,11 @@ require (
 )
 
 tool (
+	github.com/onsi/ginkgo/v2/ginkgo
+	go.etcd.io/etcd/server/v3
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kubectl
+	k8s.io/kubernetes/test/images/agnhost
+	k8s.io/kubernetes/test/images/nonewprivs
+	k8s.io/sample-apiserver
 )

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs upstream's whole [Conformance] suite (k8s.io/kubernetes v1.37.2's
+# e2e.test) on a two-node kubeboot cluster built on this machine: the
+# parallel specs, then the [Serial] ones alone. Each run's junit.xml and
+# e2e.log, and summary.md, go to the report directory. As root, on Debian
+# (images are made from its packages), offline but for its package
+# mirror and the Go module proxy.
+#
+#   hack/conformance/run.sh [REPORT_DIR]
+#
+# PROCS (default 4) sets ginkgo's parallel processes; FOCUS, a regexp,
+# runs only the [Conformance] specs it matches; CONFORMANCE_CACHE keeps
+# the build (default ~/.cache/kubeboot/conformance).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PATH="$PATH:/usr/local/go/bin"
+
+report=$(realpath -m "${1:-_output/conformance/$(date -u +%Y%m%dT%H%M%SZ)}")
+cache=${CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeboot/conformance}
+
+missing=()
+for tool in go unshare ip nft runc gcc apt-get dpkg-deb; do
+	command -v "$tool" >/dev/null || missing+=("$tool")
+done
+test -x /usr/lib/cni/bridge -o -x /opt/cni/bin/bridge || missing+=("the CNI plugins (containernetworking-plugins)")
+if ((${#missing[@]})); then
+	echo "run.sh: missing: ${missing[*]}" >&2
+	echo "  Debian: apt-get install util-linux iproute2 nftables runc containernetworking-plugins gcc libc6-dev" >&2
+	exit 2
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "run.sh: run as root: the cluster's machines are network and mount namespaces" >&2
+	exit 2
+fi
+
+mkdir -p "$report" "$cache"
+echo "report: $report (progress: tail -f $report/*/e2e.log)"
+args=(-conformance.report="$report" -conformance.cache="$cache")
+if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); else args+=(-conformance.full); fi
+if [ -n "${PROCS:-}" ]; then args+=(-conformance.procs="$PROCS"); fi
+status=0
+go test ./test/conformance -run '^TestConformance$' -count=1 -v -timeout 12h -args "${args[@]}" || status=$?
+test -f "$report/summary.md" && cat "$report/summary.md"
+exit "$status"

@@ -1,0 +1,582 @@
+package conformance
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// The registries the conformance specs pull from (test/utils/image's
+// defaults), under which the images are built: the nodes' registries.yaml
+// sends them to the run's registry.
+const (
+	e2eRegistry = "registry.k8s.io/e2e-test-images"
+	k8sRegistry = "registry.k8s.io"
+)
+
+// imageRefName is the OCI layout annotation naming an image.
+const imageRefName = "org.opencontainers.image.ref.name"
+
+// Images returns the names (as `e2e.test --list-images` prints them) of
+// the images BuildImages builds.
+func Images() []string {
+	var refs []string
+	for _, s := range imageSpecs() {
+		refs = append(refs, s.refs...)
+	}
+	sort.Strings(refs)
+	return refs
+}
+
+// imageSpec is one image the specs run, by every name it goes by.
+type imageSpec struct {
+	refs  []string
+	build func(*builder) (v1.Image, error)
+}
+
+// imageSpecs are the images the [Conformance] specs of k8s.io/kubernetes
+// v1.37.2 run (test/utils/image/manifest.go), each made of what upstream's
+// Dockerfile under test/images puts in it: the module's own Go programs and
+// Debian's packages where upstream has Alpine's.
+func imageSpecs() []imageSpec {
+	agnhost := func(version string) func(*builder) (v1.Image, error) {
+		return func(b *builder) (v1.Image, error) { return b.agnhost(version, nil, nil) }
+	}
+	webserver := func(name string) func(*builder) (v1.Image, error) {
+		return func(b *builder) (v1.Image, error) {
+			dir := b.kubernetesFile(filepath.Join("test/images", name, "html"))
+			jpg, err := os.ReadFile(filepath.Join(dir, name+".jpg"))
+			if err != nil {
+				return nil, err
+			}
+			data, err := os.ReadFile(filepath.Join(dir, "data.json"))
+			if err != nil {
+				return nil, err
+			}
+			return b.agnhost("1.8", []file{regular(name+".jpg", 0o644, jpg), regular("data.json", 0o644, data)}, []string{"test-webserver"})
+		}
+	}
+	nginx := func(version string) func(*builder) (v1.Image, error) {
+		return func(b *builder) (v1.Image, error) { return b.nginx(version) }
+	}
+	pause := func(version string) func(*builder) (v1.Image, error) {
+		return func(b *builder) (v1.Image, error) { return b.pause(version) }
+	}
+	return []imageSpec{
+		{[]string{e2eRegistry + "/agnhost:2.66.1"}, agnhost("2.66.1")},
+		{[]string{e2eRegistry + "/agnhost:2.55"}, agnhost("2.55")},
+		{[]string{e2eRegistry + "/kitten:1.8"}, webserver("kitten")},
+		{[]string{e2eRegistry + "/nautilus:1.8"}, webserver("nautilus")},
+		{[]string{e2eRegistry + "/busybox:1.37.0-2"}, (*builder).busybox},
+		{[]string{e2eRegistry + "/nginx:1.27.0-2"}, nginx("1.27.0-2")},
+		{[]string{e2eRegistry + "/nginx:1.28.0-2"}, nginx("1.28.0-2")},
+		{[]string{e2eRegistry + "/nonewprivs:1.4"}, (*builder).nonewprivs},
+		{[]string{e2eRegistry + "/nonroot:1.5"}, (*builder).nonroot},
+		{[]string{e2eRegistry + "/glibc-dns-testing:2.1.1"}, (*builder).glibcDNSTesting},
+		{[]string{e2eRegistry + "/sample-apiserver:1.29.2"}, (*builder).sampleAPIServer},
+		{[]string{k8sRegistry + "/etcd:3.7.0-0"}, (*builder).etcd},
+		// The specs' pause, and the nodes' sandbox image (kubeboot's
+		// default, containerruntime.DefaultPauseImage).
+		{[]string{k8sRegistry + "/pause:3.10.2"}, pause("3.10.2")},
+		{[]string{k8sRegistry + "/pause:3.10.1"}, pause("3.10.1")},
+	}
+}
+
+// BuildImages builds every image of Images into an OCI image layout in
+// dir/layout, named by the imageRefName annotation, and returns its
+// path. dir keeps what the build fetched and compiled (Debian's package
+// lists and packages, Go programs); the module at module is this one,
+// whose go.mod requires the programs' modules. Debian's packages come
+// through apt from the host's sources, the only network it needs; no
+// container engine is involved. logf reports each step.
+func BuildImages(ctx context.Context, module, dir string, logf func(string, ...any)) (string, error) {
+	kubernetes, err := kubernetesDir(module)
+	if err != nil {
+		return "", err
+	}
+	b := &builder{ctx: ctx, module: module, kubernetes: kubernetes, dir: dir, logf: logf, layers: map[string]v1.Layer{},
+		apt: &apt{ctx: ctx, dir: filepath.Join(dir, "apt"), logf: logf}}
+	if err := b.prepare(); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "layout")
+	if err := os.RemoveAll(out); err != nil {
+		return "", err
+	}
+	p, err := layout.Write(out, empty.Index)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range imageSpecs() {
+		img, err := s.build(b)
+		if err != nil {
+			return "", fmt.Errorf("image %s: %w", s.refs[0], err)
+		}
+		for _, ref := range s.refs {
+			if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{imageRefName: ref})); err != nil {
+				return "", fmt.Errorf("image %s: writing it: %w", ref, err)
+			}
+		}
+		logf("image %s built", strings.Join(s.refs, ", "))
+	}
+	return out, nil
+}
+
+// builder builds the images, sharing their layers.
+type builder struct {
+	ctx    context.Context
+	module string // the kubeboot module's root
+	// kubernetes is k8s.io/kubernetes's directory in the module cache.
+	kubernetes string
+	dir        string // the build's directory
+	logf       func(string, ...any)
+	// bins are the programs built for the images, by name.
+	bins map[string]string
+	// layers are built once and shared between images.
+	layers map[string]v1.Layer
+	apt    *apt
+}
+
+// goPrograms are the images' Go programs, by name, built from the packages
+// this module's go.mod names as tools.
+var goPrograms = map[string]string{
+	"agnhost":          "k8s.io/kubernetes/test/images/agnhost",
+	"nnp":              "k8s.io/kubernetes/test/images/nonewprivs",
+	"sample-apiserver": "k8s.io/sample-apiserver",
+	"etcd":             "go.etcd.io/etcd/server/v3",
+}
+
+// prepare builds the programs: the Go ones as the tests build this
+// module's packages (cgo on, so the build cache serves them; the images
+// carry Debian's libc), and pause, static, from upstream's C source with
+// the host's gcc.
+func (b *builder) prepare() error {
+	bin := filepath.Join(b.dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	b.bins = map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(goPrograms)) {
+		out := filepath.Join(bin, name)
+		cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w", "-o", out, goPrograms[name])
+		cmd.Dir = b.module
+		if err := run(cmd); err != nil {
+			return fmt.Errorf("building %s (%s): %w", name, goPrograms[name], err)
+		}
+		b.bins[name] = out
+	}
+	for _, v := range []string{"3.10.1", "3.10.2"} {
+		out := filepath.Join(bin, "pause-"+v)
+		cmd := exec.CommandContext(b.ctx, "gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v"+v, "-o", out, b.kubernetesFile("build/pause/linux/pause.c"))
+		if err := run(cmd); err != nil {
+			return fmt.Errorf("building pause %s (gcc, static): %w", v, err)
+		}
+		b.bins["pause-"+v] = out
+	}
+	b.logf("programs built: %s", strings.Join(slices.Sorted(maps.Keys(b.bins)), ", "))
+	return nil
+}
+
+// kubernetesFile is the path of a file of the k8s.io/kubernetes module the
+// build uses, in the module cache.
+func (b *builder) kubernetesFile(rel string) string {
+	return filepath.Join(b.kubernetes, rel)
+}
+
+// agnhost is upstream's agnhost image (test/images/agnhost/Dockerfile):
+// the agnhost binary at / (and /agnhost-2 linked to it), porter's
+// certificate and key, /uploads, the users the security-context specs
+// expect, on a root filesystem with the tools the specs call (dig, curl,
+// OpenBSD's nc, ss, getent, bash, also as sh, socat, iperf, ipcs, and
+// busybox's applets for the rest), plus extra files, with cmd replacing
+// its CMD.
+func (b *builder) agnhost(version string, extra []file, cmd []string) (v1.Image, error) {
+	base, err := b.debianLayer("agnhost-base", []string{"bind9-dnsutils", "curl", "netcat-openbsd", "iproute2", "bash", "socat", "iperf", "util-linux", "libc-bin"}, true)
+	if err != nil {
+		return nil, err
+	}
+	own, err := b.cachedLayer("agnhost", func() ([]file, error) {
+		agnhost, err := os.ReadFile(b.bins["agnhost"])
+		if err != nil {
+			return nil, err
+		}
+		var files []file
+		for _, f := range []string{"localhost.crt", "localhost.key"} {
+			data, err := os.ReadFile(b.kubernetesFile("test/images/agnhost/porter/" + f))
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, regular(f, 0o644, data))
+		}
+		return append(files,
+			regular("agnhost", 0o755, agnhost),
+			symlink("agnhost-2", "agnhost"),
+			// OpenBSD's, as Alpine's netcat-openbsd makes it; Debian
+			// links it by alternatives, which nothing runs here.
+			symlink("usr/bin/nc", "nc.openbsd"),
+			symlink("usr/bin/sh", "bash"), // see shell
+			symlink("usr/local/bin/iperf", "/usr/bin/iperf"),
+			dir("uploads", 0o755),
+			dir("home/user-defined-in-image", 0o755),
+			regular("etc/passwd", 0o644, []byte(passwd+"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n")),
+			regular("etc/group", 0o644, []byte(group+"user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n")),
+		), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	layers := []v1.Layer{base, own}
+	if len(extra) > 0 {
+		l, err := filesLayer(extra)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, l)
+	}
+	if cmd == nil {
+		cmd = []string{"pause"}
+	}
+	return image(layers, imageConfig{version: version, entrypoint: []string{"/agnhost"}, cmd: cmd,
+		ports: []string{"80", "8080", "8081", "9376", "5000"}})
+}
+
+// busybox is upstream's busybox image: Debian's static busybox with its
+// applets linked (and bash as sh: see shell).
+func (b *builder) busybox() (v1.Image, error) {
+	l, err := b.busyboxLayer()
+	if err != nil {
+		return nil, err
+	}
+	return image([]v1.Layer{l}, imageConfig{version: "1.37.0-2", cmd: []string{"sh"}})
+}
+
+// nonroot is upstream's nonroot image: busybox run as user 1234.
+func (b *builder) nonroot() (v1.Image, error) {
+	l, err := b.busyboxLayer()
+	if err != nil {
+		return nil, err
+	}
+	return image([]v1.Layer{l}, imageConfig{version: "1.5", cmd: []string{"sh"}, user: "1234"})
+}
+
+// nonewprivs is upstream's nonewprivs image: nnp, setuid root, on the
+// busybox layer.
+func (b *builder) nonewprivs() (v1.Image, error) {
+	base, err := b.busyboxLayer()
+	if err != nil {
+		return nil, err
+	}
+	nnp, err := os.ReadFile(b.bins["nnp"])
+	if err != nil {
+		return nil, err
+	}
+	l, err := filesLayer([]file{regular("usr/local/bin/nnp", 0o4755, nnp)})
+	if err != nil {
+		return nil, err
+	}
+	return image([]v1.Layer{base, l}, imageConfig{version: "1.4", cmd: []string{"nnp"}})
+}
+
+// nginx is upstream's nginx image, on Debian's nginx: it serves a welcome
+// page on port 80 in the foreground.
+func (b *builder) nginx(version string) (v1.Image, error) {
+	base, err := b.debianLayer("nginx-base", []string{"nginx"}, true)
+	if err != nil {
+		return nil, err
+	}
+	own, err := b.cachedLayer("nginx", func() ([]file, error) {
+		return []file{
+			regular("etc/nginx/nginx.conf", 0o644, []byte(nginxConf)),
+			regular("usr/share/nginx/html/index.html", 0o644, []byte(nginxIndex)),
+			dir("var/lib/nginx", 0o755), dir("var/log/nginx", 0o755), dir("run", 0o755),
+			regular("etc/passwd", 0o644, []byte(passwd+"www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin\n")),
+			regular("etc/group", 0o644, []byte(group+"www-data:x:33:\n")),
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return image([]v1.Layer{base, own}, imageConfig{version: version, cmd: []string{"nginx", "-g", "daemon off;"},
+		ports: []string{"80"}, stopSignal: "SIGQUIT"})
+}
+
+// glibcDNSTesting is upstream's glibc-dns-testing: Debian with dig, its
+// resolver being glibc's.
+func (b *builder) glibcDNSTesting() (v1.Image, error) {
+	base, err := b.debianLayer("glibc-dns-testing", []string{"bind9-dnsutils", "libc-bin", "dash", "bash", "coreutils", "grep", "sed", "hostname"}, false)
+	if err != nil {
+		return nil, err
+	}
+	own, err := filesLayer([]file{symlink("usr/bin/sh", "dash")})
+	if err != nil {
+		return nil, err
+	}
+	return image([]v1.Layer{base, own}, imageConfig{version: "2.1.1", cmd: []string{"bash"}})
+}
+
+// sampleAPIServer is upstream's sample-apiserver image: k8s.io/sample-apiserver
+// at the API version kubeboot serves.
+func (b *builder) sampleAPIServer() (v1.Image, error) {
+	return b.program("sample-apiserver", "/sample-apiserver", "1.29.2", []string{"/sample-apiserver"}, nil)
+}
+
+// etcd is upstream's etcd image: etcd at /usr/local/bin, its version the
+// one kubeboot embeds.
+func (b *builder) etcd() (v1.Image, error) {
+	return b.program("etcd", "/usr/local/bin/etcd", "3.7.0-0", nil, []string{"/usr/local/bin/etcd"})
+}
+
+// pause is upstream's pause image: pause.c, static, alone, run as 65535.
+func (b *builder) pause(version string) (v1.Image, error) {
+	data, err := os.ReadFile(b.bins["pause-"+version])
+	if err != nil {
+		return nil, err
+	}
+	l, err := filesLayer([]file{regular("pause", 0o755, data)})
+	if err != nil {
+		return nil, err
+	}
+	return image([]v1.Layer{l}, imageConfig{version: version, entrypoint: []string{"/pause"}, user: "65535:65535"})
+}
+
+// program is an image of one of the builder's Go programs at path, on
+// the busybox layer (libc, and a shell to exec into).
+func (b *builder) program(name, path, version string, entrypoint, cmd []string) (v1.Image, error) {
+	base, err := b.busyboxLayer()
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(b.bins[name])
+	if err != nil {
+		return nil, err
+	}
+	l, err := filesLayer([]file{regular(strings.TrimPrefix(path, "/"), 0o755, data)})
+	if err != nil {
+		return nil, err
+	}
+	return image([]v1.Layer{base, l}, imageConfig{version: version, entrypoint: entrypoint, cmd: cmd})
+}
+
+// busyboxLayer is Debian's static busybox at /bin/busybox, its applets
+// linked where `busybox --list-full` says, bash as sh (see shell), with
+// Debian's libc (for the Go programs, built with cgo) and the base files.
+func (b *builder) busyboxLayer() (v1.Layer, error) {
+	return b.cachedLayer("busybox", func() ([]file, error) {
+		fs, err := b.debianFiles([]string{"busybox-static", "bash", "libc6"}, false)
+		if err != nil {
+			return nil, err
+		}
+		return append(fs.files(), symlink("usr/bin/sh", "bash"),
+			regular("etc/passwd", 0o644, []byte(passwd)), regular("etc/group", 0o644, []byte(group)),
+			dir("tmp", 0o1777)), nil
+	})
+}
+
+// shell: the images upstream bases on busybox or Alpine have busybox's
+// ash as /bin/sh, which passes its environment on whole. Debian patches
+// its busybox's ash to drop variables whose names are not shell
+// identifiers ("data-1", which the kubelet passes since relaxed
+// environment variable names), as dash does; specs run `sh -c env` and
+// look for them. Here, sh is bash, which passes them on. Busybox's
+// applets stay for everything else; Debian's busybox runs its applets in
+// preference to the PATH's commands, so it could not be sh for agnhost
+// either (`sh -c "nc ..."` would run its nc, not OpenBSD's).
+
+// debianLayer is the files of Debian's packages pkgs and everything they
+// depend on, with busybox's applets for the commands they lack if
+// withBusybox, and the base accounts, cached by key.
+func (b *builder) debianLayer(key string, pkgs []string, withBusybox bool) (v1.Layer, error) {
+	return b.cachedLayer(key, func() ([]file, error) {
+		fs, err := b.debianFiles(pkgs, withBusybox)
+		if err != nil {
+			return nil, err
+		}
+		return append(fs.files(), regular("etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\nhosts: files dns\n")),
+			regular("etc/passwd", 0o644, []byte(passwd)), regular("etc/group", 0o644, []byte(group)),
+			dir("tmp", 0o1777)), nil
+	})
+}
+
+// cachedLayer is the layer of the files files returns, made once per key.
+func (b *builder) cachedLayer(key string, files func() ([]file, error)) (v1.Layer, error) {
+	if l, ok := b.layers[key]; ok {
+		return l, nil
+	}
+	fs, err := files()
+	if err != nil {
+		return nil, err
+	}
+	l, err := filesLayer(fs)
+	if err != nil {
+		return nil, err
+	}
+	b.layers[key] = l
+	return l, nil
+}
+
+// imageConfig is what an image's configuration says besides its layers.
+type imageConfig struct {
+	version         string
+	entrypoint, cmd []string
+	user            string
+	ports           []string
+	stopSignal      string
+}
+
+// image is layers with cfg, for linux/amd64.
+func image(layers []v1.Layer, cfg imageConfig) (v1.Image, error) {
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		return nil, err
+	}
+	c, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	c = c.DeepCopy()
+	c.OS, c.Architecture = "linux", "amd64"
+	c.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
+	c.Config.Entrypoint, c.Config.Cmd, c.Config.User = cfg.entrypoint, cfg.cmd, cfg.user
+	c.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	c.Config.StopSignal = cfg.stopSignal
+	if len(cfg.ports) > 0 {
+		c.Config.ExposedPorts = map[string]struct{}{}
+		for _, p := range cfg.ports {
+			c.Config.ExposedPorts[p+"/tcp"] = struct{}{}
+		}
+	}
+	// Images built alike differ by version, as upstream's do.
+	c.Config.Labels = map[string]string{"org.opencontainers.image.version": cfg.version,
+		"org.opencontainers.image.vendor": "kubeboot conformance build"}
+	return mutate.ConfigFile(img, c)
+}
+
+// The base accounts of every image.
+const (
+	passwd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	group  = "root:x:0:\nnogroup:x:65534:\n"
+)
+
+const nginxConf = `user www-data;
+worker_processes 1;
+pid /run/nginx.pid;
+error_log stderr notice;
+events {
+	worker_connections 1024;
+}
+http {
+	include /etc/nginx/mime.types;
+	default_type application/octet-stream;
+	access_log /dev/stdout;
+	server {
+		listen 80 default_server;
+		root /usr/share/nginx/html;
+		index index.html;
+	}
+}
+`
+
+const nginxIndex = `<!DOCTYPE html>
+<html>
+<head><title>Welcome to nginx!</title></head>
+<body><h1>Welcome to nginx!</h1></body>
+</html>
+`
+
+// file is one entry of a layer.
+type file struct {
+	hdr  tar.Header
+	data []byte
+}
+
+func regular(name string, mode int64, data []byte) file {
+	return file{hdr: tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data))}, data: data}
+}
+
+func symlink(name, target string) file {
+	return file{hdr: tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}}
+}
+
+func dir(name string, mode int64) file {
+	return file{hdr: tar.Header{Name: name + "/", Typeflag: tar.TypeDir, Mode: mode}}
+}
+
+// filesLayer is a layer of files, with the directories above them, in a
+// stable order and with fixed times, so that a rebuild is the same blob.
+func filesLayer(files []file) (v1.Layer, error) {
+	byName := map[string]file{}
+	for _, f := range files {
+		name := strings.TrimSuffix(f.hdr.Name, "/")
+		for parent := filepath.Dir(name); parent != "."; parent = filepath.Dir(parent) {
+			if _, ok := byName[parent]; !ok {
+				byName[parent] = dir(parent, 0o755)
+			}
+		}
+		byName[name] = f
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		f := byName[name]
+		h := f.hdr
+		h.Name = name
+		if h.Typeflag == tar.TypeDir {
+			h.Name += "/"
+		}
+		h.ModTime, h.AccessTime, h.ChangeTime = time.Unix(0, 0), time.Time{}, time.Time{}
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		h.Format = tar.FormatPAX
+		if err := tw.WriteHeader(&h); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(f.data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	})
+}
+
+// run runs cmd, its output in the error.
+func run(cmd *exec.Cmd) error {
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	return nil
+}
+
+// kubernetesDir is the k8s.io/kubernetes module's directory in the module
+// cache, as the module at module requires it.
+func kubernetesDir(module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
+	cmd.Dir = module
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("finding k8s.io/kubernetes in the module cache (go list -m): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

@@ -1,0 +1,135 @@
+package conformance
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Result is what a ginkgo run's JUnit report says of the [Conformance]
+// specs it ran.
+type Result struct {
+	Passed, Failed, Skipped int
+	// Duration is the run's, as ginkgo measured it.
+	Duration time.Duration
+	// Failures are the failed specs, by name.
+	Failures []Failure
+}
+
+// Failure is a failed spec and the first line of its failure.
+type Failure struct {
+	Spec, Message string
+}
+
+// junit is the part of ginkgo's JUnit report a Result needs.
+type junit struct {
+	Suites []struct {
+		Time  float64 `xml:"time,attr"`
+		Cases []struct {
+			Name    string  `xml:"name,attr"`
+			Status  string  `xml:"status,attr"`
+			Time    float64 `xml:"time,attr"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
+			} `xml:"failure"`
+			Error *struct {
+				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
+			} `xml:"error"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// ReadResult reads the ginkgo JUnit report at path. Only the
+// [Conformance] specs the run selected count: the report lists the
+// suite's others too, skipped by its filters.
+func ReadResult(path string) (Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Result{}, err
+	}
+	var j junit
+	if err := xml.Unmarshal(b, &j); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var r Result
+	for _, s := range j.Suites {
+		r.Duration += time.Duration(s.Time * float64(time.Second))
+		for _, c := range s.Cases {
+			if !strings.Contains(c.Name, "[Conformance]") {
+				continue
+			}
+			switch {
+			case c.Status == "passed":
+				r.Passed++
+			case c.Status == "skipped" && c.Skipped != nil && c.Skipped.Message == "skipped":
+				// Not selected: ginkgo's filters left it out.
+			case c.Status == "skipped" || c.Status == "pending":
+				// Selected, and skipped as it ran (e2eskipper: "skipped - why").
+				r.Skipped++
+			default:
+				r.Failed++
+				msg := c.Status
+				if c.Failure != nil {
+					msg = firstLine(c.Failure.Message, c.Failure.Text)
+				} else if c.Error != nil {
+					msg = firstLine(c.Error.Message, c.Error.Text)
+				}
+				r.Failures = append(r.Failures, Failure{Spec: strings.TrimSpace(c.Name), Message: msg})
+			}
+		}
+	}
+	slices.SortFunc(r.Failures, func(a, b Failure) int { return strings.Compare(a.Spec, b.Spec) })
+	return r, nil
+}
+
+// firstLine is the first non-empty line of the texts.
+func firstLine(texts ...string) string {
+	for _, t := range texts {
+		for _, l := range strings.Split(t, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
+// WriteSummary writes the runs' results as a Markdown table, then each
+// failure's spec and first error line.
+func WriteSummary(w io.Writer, runs map[string]Result) {
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range runs {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	fmt.Fprintln(w, "| run | passed | failed | skipped | duration |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	var total Result
+	for _, n := range names {
+		r := runs[n]
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %s |\n", n, r.Passed, r.Failed, r.Skipped, r.Duration.Round(time.Second))
+		total.Passed += r.Passed
+		total.Failed += r.Failed
+		total.Skipped += r.Skipped
+		total.Duration += r.Duration
+	}
+	if len(names) > 1 {
+		fmt.Fprintf(w, "| all | %d | %d | %d | %s |\n", total.Passed, total.Failed, total.Skipped, total.Duration.Round(time.Second))
+	}
+	for _, n := range names {
+		for _, f := range runs[n].Failures {
+			fmt.Fprintf(w, "\n- FAIL %s\n  %s\n", f.Spec, f.Message)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package conformance
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadResult reads a ginkgo JUnit report: only [Conformance] specs
+// count; specs the filters left out are not counted, specs skipped as they
+// ran are; a failure keeps its first non-empty line, a timeout its text.
+func TestReadResult(t *testing.T) {
+	got, err := ReadResult("testdata/junit.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Result{Passed: 1, Failed: 2, Skipped: 1, Duration: 125500 * time.Millisecond, Failures: []Failure{
+		{Spec: "[It] [sig-api-machinery] Aggregator should work [Conformance]", Message: "[TIMEDOUT] A suite timeout occurred"},
+		{Spec: "[It] [sig-network] Services should serve a basic endpoint from pods [Conformance]", Message: "failed to get reachability: service is not reachable within 2m0s"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ReadResult:\n got %+v\nwant %+v", got, want)
+	}
+	if _, err := ReadResult("testdata/missing.xml"); err == nil {
+		t.Error("ReadResult of a missing report: no error")
+	}
+}
+
+// TestWriteSummary writes one row per run, a total when there are
+// several, and each failure.
+func TestWriteSummary(t *testing.T) {
+	var b bytes.Buffer
+	WriteSummary(&b, map[string]Result{
+		"serial":   {Passed: 2, Duration: time.Minute},
+		"parallel": {Passed: 3, Failed: 1, Skipped: 1, Duration: 2 * time.Minute, Failures: []Failure{{Spec: "[It] a [Conformance]", Message: "boom"}}},
+	})
+	want := `| run | passed | failed | skipped | duration |
+|---|---|---|---|---|
+| parallel | 3 | 1 | 1 | 2m0s |
+| serial | 2 | 0 | 0 | 1m0s |
+| all | 5 | 1 | 1 | 3m0s |
+
+- FAIL [It] a [Conformance]
+  boom
+`
+	if got := b.String(); got != want {
+		t.Errorf("summary:\n%s\nwant:\n%s", got, want)
+	}
+	if strings.Count(b.String(), "FAIL") != 1 {
+		t.Error("one failure, listed once")
+	}
+}
