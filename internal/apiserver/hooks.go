@@ -121,7 +121,7 @@ func (s *Server) addAggregatorHooks(cfg Config) error {
 	}
 	apiServiceInformer := s.aggregator.APIRegistrationInformers.Apiregistration().V1().APIServices()
 	autoreg := autoregister.NewAutoRegisterController(apiServiceInformer, client.ApiregistrationV1())
-	builtin := apiservices.RegisterBuiltin(autoreg)
+	builtin := apiservices.RegisterServed(autoreg, s.core.ListedPaths())
 	crds, err := apiservices.NewCRDs(s.crds.Informers.Apiextensions().V1().CustomResourceDefinitions(), autoreg)
 	if err != nil {
 		return err

@@ -1,6 +1,6 @@
 // Package apiservices registers with the aggregator an APIService for every
 // group version the server chain serves itself, as kube-apiserver does:
-// the built-in groups once at start, and the served versions of every
+// the group versions its servers list once at start, and the served versions of every
 // CustomResourceDefinition as they come and go. The APIServices are local
 // (no Service): the aggregator hands their requests to its delegates.
 // kube-aggregator's autoregister controller does the writing; this package
@@ -9,6 +9,7 @@ package apiservices
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -20,23 +21,49 @@ import (
 	"k8s.io/klog/v2"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/kube-aggregator/pkg/controllers/autoregister"
+	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
 )
 
-// priority orders a group version in discovery, as kube-apiserver's table.
-type priority struct{ group, version int32 }
-
-// builtin are the group versions kubeboot serves itself, with
-// kube-apiserver's priorities.
-var builtin = map[schema.GroupVersion]priority{
-	{Group: "", Version: "v1"}:                     {18000, 1},
-	{Group: "events.k8s.io", Version: "v1"}:        {17750, 15},
-	{Group: "networking.k8s.io", Version: "v1"}:    {17200, 15},
-	{Group: "apiextensions.k8s.io", Version: "v1"}: {16700, 15},
-	{Group: "coordination.k8s.io", Version: "v1"}:  {16500, 15},
-	{Group: "discovery.k8s.io", Version: "v1"}:     {16200, 15},
-	// apiregistration.k8s.io is the aggregator's own group: it lists it
-	// itself and never has an APIService for it.
-}
+// priorities order the group versions the server chain serves in
+// discovery: kube-apiserver's. The generic control plane's table is
+// upstream's; kube-apiserver adds its own groups' in a table that
+// cmd/kube-apiserver/app keeps unexported, so they are written here,
+// with its numbers. A group version served but not in the table gets no
+// APIService, as in kube-apiserver.
+var priorities = func() map[schema.GroupVersion]controlplaneapiserver.APIServicePriority {
+	p := controlplaneapiserver.DefaultGenericAPIServicePriorities()
+	for gv, v := range map[schema.GroupVersion]controlplaneapiserver.APIServicePriority{
+		{Group: "apps", Version: "v1"}:                    {Group: 17800, Version: 15},
+		{Group: "autoscaling", Version: "v1"}:             {Group: 17500, Version: 15},
+		{Group: "autoscaling", Version: "v2"}:             {Group: 17500, Version: 30},
+		{Group: "autoscaling", Version: "v2beta1"}:        {Group: 17500, Version: 9},
+		{Group: "autoscaling", Version: "v2beta2"}:        {Group: 17500, Version: 1},
+		{Group: "batch", Version: "v1"}:                   {Group: 17400, Version: 15},
+		{Group: "batch", Version: "v1beta1"}:              {Group: 17400, Version: 9},
+		{Group: "batch", Version: "v2alpha1"}:             {Group: 17400, Version: 9},
+		{Group: "networking.k8s.io", Version: "v1"}:       {Group: 17200, Version: 15},
+		{Group: "networking.k8s.io", Version: "v1beta1"}:  {Group: 17200, Version: 9},
+		{Group: "policy", Version: "v1"}:                  {Group: 17100, Version: 15},
+		{Group: "policy", Version: "v1beta1"}:             {Group: 17100, Version: 9},
+		{Group: "storage.k8s.io", Version: "v1"}:          {Group: 16800, Version: 15},
+		{Group: "storage.k8s.io", Version: "v1beta1"}:     {Group: 16800, Version: 9},
+		{Group: "storage.k8s.io", Version: "v1alpha1"}:    {Group: 16800, Version: 1},
+		{Group: "scheduling.k8s.io", Version: "v1"}:       {Group: 16600, Version: 15},
+		{Group: "scheduling.k8s.io", Version: "v1beta1"}:  {Group: 16600, Version: 9},
+		{Group: "scheduling.k8s.io", Version: "v1alpha3"}: {Group: 16600, Version: 3},
+		{Group: "node.k8s.io", Version: "v1"}:             {Group: 16300, Version: 15},
+		{Group: "node.k8s.io", Version: "v1alpha1"}:       {Group: 16300, Version: 1},
+		{Group: "node.k8s.io", Version: "v1beta1"}:        {Group: 16300, Version: 9},
+		{Group: "resource.k8s.io", Version: "v1"}:         {Group: 16200, Version: 21},
+		{Group: "resource.k8s.io", Version: "v1beta2"}:    {Group: 16200, Version: 15},
+		{Group: "resource.k8s.io", Version: "v1beta1"}:    {Group: 16200, Version: 9},
+		{Group: "resource.k8s.io", Version: "v1alpha3"}:   {Group: 16200, Version: 1},
+		{Group: "lifecycle.k8s.io", Version: "v1alpha1"}:  {Group: 15700, Version: 1},
+	} {
+		p[gv] = v
+	}
+	return p
+}()
 
 // Registrar is kube-aggregator's autoregister controller.
 type Registrar = autoregister.AutoAPIServiceRegistration
@@ -45,22 +72,40 @@ type Registrar = autoregister.AutoAPIServiceRegistration
 // legacy group, "<version>.<group>" otherwise.
 func Name(gv schema.GroupVersion) string { return gv.Version + "." + gv.Group }
 
-func apiService(gv schema.GroupVersion, p priority) *apiregistrationv1.APIService {
+func apiService(gv schema.GroupVersion, p controlplaneapiserver.APIServicePriority) *apiregistrationv1.APIService {
 	return &apiregistrationv1.APIService{
 		ObjectMeta: metav1.ObjectMeta{Name: Name(gv)},
 		Spec: apiregistrationv1.APIServiceSpec{
 			Group:                gv.Group,
 			Version:              gv.Version,
-			GroupPriorityMinimum: p.group,
-			VersionPriority:      p.version,
+			GroupPriorityMinimum: p.Group,
+			VersionPriority:      p.Version,
 		},
 	}
 }
 
-// RegisterBuiltin registers the built-in group versions once, at start.
-func RegisterBuiltin(r Registrar) []string {
+// RegisterServed registers, once at start, an APIService for each group
+// version the chain behind the aggregator serves, from the paths it lists
+// ("/api/v1", "/apis/GROUP/VERSION"), as kube-apiserver does; it returns
+// their names. The aggregator's /apis lists the groups of the APIServices.
+func RegisterServed(r Registrar, paths []string) []string {
 	var names []string
-	for gv, p := range builtin {
+	for _, path := range paths {
+		var gv schema.GroupVersion
+		switch parts := strings.Split(path, "/"); {
+		case path == "/api/v1":
+			gv = schema.GroupVersion{Version: "v1"}
+		case len(parts) == 4 && parts[1] == "apis":
+			gv = schema.GroupVersion{Group: parts[2], Version: parts[3]}
+		default:
+			continue
+		}
+		p, ok := priorities[gv]
+		if !ok {
+			// apiregistration.k8s.io is the aggregator's own group: it
+			// lists it itself.
+			continue
+		}
 		r.AddAPIServiceToSyncOnStart(apiService(gv, p))
 		names = append(names, Name(gv))
 	}
@@ -124,11 +169,11 @@ func (c *CRDs) sync(ctx context.Context, registered sets.Set[string]) sets.Set[s
 				continue
 			}
 			gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
-			if _, isBuiltin := builtin[gv]; isBuiltin {
+			if _, isBuiltin := priorities[gv]; isBuiltin {
 				continue
 			}
 			// kube-apiserver's priorities for CRD group versions.
-			want[Name(gv)] = apiService(gv, priority{1000, 100})
+			want[Name(gv)] = apiService(gv, controlplaneapiserver.APIServicePriority{Group: 1000, Version: 100})
 		}
 	}
 	for name, svc := range want {
