@@ -19,13 +19,13 @@ report=$(realpath -m "${1:-_output/conformance/$(date -u +%Y%m%dT%H%M%SZ)}")
 cache=${CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeboot/conformance}
 
 missing=()
-for tool in go unshare ip nft runc gcc apt-get dpkg-deb; do
+for tool in go unshare ip nft runc gcc make apt-get dpkg-deb; do
 	command -v "$tool" >/dev/null || missing+=("$tool")
 done
 test -x /usr/lib/cni/bridge -o -x /opt/cni/bin/bridge || missing+=("the CNI plugins (containernetworking-plugins)")
 if ((${#missing[@]})); then
 	echo "run.sh: missing: ${missing[*]}" >&2
-	echo "  Debian: apt-get install util-linux iproute2 nftables runc containernetworking-plugins gcc libc6-dev" >&2
+	echo "  Debian: apt-get install util-linux iproute2 nftables runc containernetworking-plugins gcc make libc6-dev" >&2
 	exit 2
 fi
 if [ "$(id -u)" != 0 ]; then

@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -52,18 +53,22 @@ const (
 
 // sliceSpecs are CI's slice: specs of a few seconds to a minute that cross
 // what a cluster must get right together — Pods on both nodes, volumes
-// and environment from the API (names no shell would take), images pulled
-// from the registry, DNS for Services (over
-// UDP and TCP, musl's and glibc's resolvers), a Service's endpoints, an admission
-// webhook and an aggregated API server each backed by a Pod.
+// and environment from the API (names no shell would take), sysctls, a
+// read-only root filesystem, images pulled from the registry, DNS for
+// Services (over UDP and TCP, musl's and glibc's resolvers), a Service's
+// endpoints, discovery, an admission webhook and an aggregated API server
+// each backed by a Pod.
 var sliceSpecs = []string{
 	"[sig-node] Pods should be submitted and removed",
 	"[sig-storage] ConfigMap should be consumable from pods in volume [Conformance]",
 	"[sig-storage] Downward API volume should provide podname only",
 	"[sig-node] Secrets should be consumable via the environment",
+	"[sig-node] Kubelet when scheduling a read only busybox container should not write to root filesystem",
+	"[sig-node] Sysctls [LinuxOnly] should support sysctls",
 	"[sig-network] DNS should provide DNS for services",
 	"[sig-network] Services should serve a basic endpoint from pods",
 	"[sig-api-machinery] AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny pod and configmap creation",
+	"[sig-api-machinery] AdmissionWebhook [Privileged:ClusterAdmin] should include webhook resources in discovery documents",
 	"[sig-api-machinery] Aggregator Should be able to support the 1.17 Sample API Server using the current Aggregator",
 }
 
@@ -125,13 +130,13 @@ func TestConformance(t *testing.T) {
 func requireTools(t *testing.T) {
 	t.Helper()
 	var missing []string
-	for _, tool := range []string{"unshare", "ip", "nft", "gcc", "apt-get", "dpkg-deb"} {
+	for _, tool := range []string{"unshare", "ip", "nft", "gcc", "make", "apt-get", "dpkg-deb"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing = append(missing, tool)
 		}
 	}
 	if len(missing) > 0 {
-		t.Fatalf("the conformance run needs %s (Debian: apt-get install util-linux iproute2 nftables gcc libc6-dev)", strings.Join(missing, ", "))
+		t.Fatalf("the conformance run needs %s (Debian: apt-get install util-linux iproute2 nftables gcc make libc6-dev)", strings.Join(missing, ", "))
 	}
 }
 
@@ -146,9 +151,13 @@ func build(ctx context.Context, t *testing.T) artifacts {
 	if err := os.MkdirAll(a.Report, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	ldflags, err := VersionLDFlags(moduleRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	for _, args := range [][]string{
-		{"test", "-c", "-o", a.E2E, "k8s.io/kubernetes/test/e2e"},
+		{"test", "-c", "-ldflags=" + ldflags, "-o", a.E2E, "k8s.io/kubernetes/test/e2e"},
 		{"build", "-o", a.Ginkgo, "github.com/onsi/ginkgo/v2/ginkgo"},
 	} {
 		cmd := exec.CommandContext(ctx, "go", args...)
@@ -336,19 +345,15 @@ func (e e2eRun) run(ctx context.Context, t *testing.T, name, labelFilter, focus 
 }
 
 func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	_, c := nodeutil.GetNodeCondition(&n.Status, corev1.NodeReady)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 func moduleRoot(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	root, err := harness.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
+	return root
 }

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"compress/bzip2"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -35,11 +37,10 @@ type apt struct {
 // replaced.
 const listsMaxAge = 24 * time.Hour
 
-// options are apt-get's options for the build's own state, archives being
+// options are apt's options for the build's own state, archives being
 // where packages are downloaded to.
 func (a *apt) options(archives string) []string {
 	return []string{
-		"-qq", "-y",
 		"-o", "Dir::State::Lists=" + filepath.Join(a.dir, "lists"),
 		"-o", "Dir::State::status=" + filepath.Join(a.dir, "status"),
 		"-o", "Dir::Cache::archives=" + archives,
@@ -48,6 +49,11 @@ func (a *apt) options(archives string) []string {
 		// The build's directories are root's, not apt's _apt user's.
 		"-o", "APT::Sandbox::User=root",
 	}
+}
+
+// aptGet is apt-get, quiet and answering yes, with options and args.
+func (a *apt) aptGet(options []string, args ...string) *exec.Cmd {
+	return exec.CommandContext(a.ctx, "apt-get", append(append([]string{"-qq", "-y"}, options...), args...)...)
 }
 
 // prepare makes apt's directories and fetches the lists when they are
@@ -72,7 +78,7 @@ func (a *apt) prepare() error {
 	// The lists keep the mirror's times: a stamp says when they came.
 	stamp := filepath.Join(a.dir, "lists", "fetched")
 	if st, err := os.Stat(stamp); err != nil || time.Since(st.ModTime()) > listsMaxAge {
-		cmd := exec.CommandContext(a.ctx, "apt-get", append(a.options(filepath.Join(a.dir, "archives")), "update")...)
+		cmd := a.aptGet(a.options(filepath.Join(a.dir, "archives")), "update")
 		if err := run(cmd); err != nil {
 			return fmt.Errorf("fetching Debian's package lists: %w", err)
 		}
@@ -101,7 +107,7 @@ func (a *apt) fetch(pkgs []string) ([]string, error) {
 	if err := os.MkdirAll(filepath.Join(none, "partial"), 0o755); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(a.ctx, "apt-get", append(append(a.options(none), "install", "--print-uris"), pkgs...)...)
+	cmd := a.aptGet(a.options(none), append([]string{"install", "--print-uris"}, pkgs...)...)
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("resolving Debian packages %v: %w%s", pkgs, err, stderrOf(err))
@@ -118,7 +124,7 @@ func (a *apt) fetch(pkgs []string) ([]string, error) {
 		return nil, fmt.Errorf("resolving Debian packages %v: apt-get names no package", pkgs)
 	}
 	archives := filepath.Join(a.dir, "archives")
-	cmd = exec.CommandContext(a.ctx, "apt-get", append(append(a.options(archives), "install", "--download-only"), pkgs...)...)
+	cmd = a.aptGet(a.options(archives), append([]string{"install", "--download-only"}, pkgs...)...)
 	if err := run(cmd); err != nil {
 		return nil, fmt.Errorf("downloading Debian packages %v: %w", pkgs, err)
 	}
@@ -208,12 +214,26 @@ func (fs rootfs) files() []file {
 	return out
 }
 
+// applets says where an image has busybox's applets.
+type applets int
+
+const (
+	// noApplets: no busybox.
+	noApplets applets = iota
+	// appletsAsListed: where `busybox --list-full` places them, as
+	// Alpine has them.
+	appletsAsListed
+	// appletsInBin: all in /bin, as upstream's busybox image has them
+	// (specs run /bin/sysctl).
+	appletsInBin
+)
+
 // debianFiles is the root filesystem of Debian's packages pkgs and their
 // dependencies, unpacked as dpkg would without running their scripts,
-// with busybox's applets (Debian's static busybox) linked where no
-// package put a command of that name if withBusybox.
-func (b *builder) debianFiles(pkgs []string, withBusybox bool) (rootfs, error) {
-	if withBusybox && !slices.Contains(pkgs, "busybox-static") {
+// with busybox's applets (Debian's static busybox) linked as a says where
+// no package put a command of that name.
+func (b *builder) debianFiles(pkgs []string, a applets) (rootfs, error) {
+	if a != noApplets && !slices.Contains(pkgs, "busybox-static") {
 		pkgs = append(slices.Clone(pkgs), "busybox-static")
 	}
 	debs, err := b.apt.fetch(pkgs)
@@ -238,8 +258,8 @@ func (b *builder) debianFiles(pkgs []string, withBusybox bool) (rootfs, error) {
 			return nil, fmt.Errorf("unpacking %s: %w %s", filepath.Base(deb), err, stderr.String())
 		}
 	}
-	if slices.Contains(pkgs, "busybox-static") {
-		if err := b.linkApplets(fs); err != nil {
+	if a != noApplets {
+		if err := b.linkApplets(fs, a); err != nil {
 			return nil, err
 		}
 	}
@@ -247,9 +267,9 @@ func (b *builder) debianFiles(pkgs []string, withBusybox bool) (rootfs, error) {
 	return fs, nil
 }
 
-// linkApplets links busybox's applets, as `busybox --list-full` places
-// them, to /usr/bin/busybox where fs has nothing of that name yet.
-func (b *builder) linkApplets(fs rootfs) error {
+// linkApplets links busybox's applets, placed as a says, to
+// /usr/bin/busybox where fs has nothing of that name yet.
+func (b *builder) linkApplets(fs rootfs, a applets) error {
 	bb, ok := fs["usr/bin/busybox"]
 	if !ok {
 		return errors.New("busybox-static has no /bin/busybox")
@@ -271,10 +291,137 @@ func (b *builder) linkApplets(fs rootfs) error {
 		return fmt.Errorf("busybox --list-full: %w", err)
 	}
 	for _, applet := range strings.Fields(string(out)) {
+		if a == appletsInBin {
+			applet = path.Join("bin", path.Base(applet))
+		}
 		name := clean(applet)
 		if _, taken := fs[name]; !taken {
 			fs[name] = symlink(name, "/usr/bin/busybox")
 		}
 	}
 	return nil
+}
+
+// source downloads Debian's source package pkg (its .dsc, the upstream
+// tarball and Debian's changes, each checked against the mirror's signed
+// Sources index) from the mirrors the host's binary packages come from,
+// and returns the upstream tarball's path.
+func (a *apt) source(pkg string) (string, error) {
+	if err := a.prepare(); err != nil {
+		return "", err
+	}
+	// The host's sources, as apt sees them, with deb-src for each.
+	out, err := exec.CommandContext(a.ctx, "apt-cache", append(a.options(filepath.Join(a.dir, "archives")), "policy")...).Output()
+	if err != nil {
+		return "", fmt.Errorf("apt-cache policy: %w%s", err, stderrOf(err))
+	}
+	var list []string
+	for _, line := range strings.Split(string(out), "\n") {
+		// " 500 http://deb.debian.org/debian bookworm/main amd64 Packages"
+		f := strings.Fields(line)
+		if len(f) != 5 || f[4] != "Packages" {
+			continue
+		}
+		suite, component, ok := strings.Cut(f[2], "/")
+		entry := "deb-src " + f[1] + " " + suite + " " + component
+		if ok && !slices.Contains(list, entry) {
+			list = append(list, entry)
+		}
+	}
+	if len(list) == 0 {
+		return "", fmt.Errorf("source package %s: apt names no Debian mirror", pkg)
+	}
+	dir := filepath.Join(a.dir, "source")
+	for _, d := range []string{dir, filepath.Join(a.dir, "source-lists", "partial")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	sources := filepath.Join(a.dir, "sources.list")
+	if err := os.WriteFile(sources, []byte(strings.Join(list, "\n")+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	opts := append(a.options(filepath.Join(a.dir, "archives")),
+		"-o", "Dir::Etc::sourcelist="+sources, "-o", "Dir::Etc::sourceparts=-",
+		"-o", "Dir::State::Lists="+filepath.Join(a.dir, "source-lists"))
+	if err := run(a.aptGet(opts, "update")); err != nil {
+		return "", fmt.Errorf("fetching Debian's source lists: %w", err)
+	}
+	cmd := a.aptGet(opts, "source", "--download-only", pkg)
+	cmd.Dir = dir
+	if err := run(cmd); err != nil {
+		return "", fmt.Errorf("downloading Debian's source package %s: %w", pkg, err)
+	}
+	tarballs, _ := filepath.Glob(filepath.Join(dir, pkg+"_*.orig.tar.*"))
+	if len(tarballs) == 0 {
+		return "", fmt.Errorf("source package %s: no upstream tarball in %s", pkg, dir)
+	}
+	slices.Sort(tarballs)
+	return tarballs[len(tarballs)-1], nil
+}
+
+// untar unpacks the tarball (gzip or bzip2) into dir and returns the top
+// directory it holds.
+func untar(tarball, dir string) (string, error) {
+	f, err := os.Open(tarball)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var r io.Reader
+	switch {
+	case strings.HasSuffix(tarball, ".bz2"):
+		r = bzip2.NewReader(f)
+	case strings.HasSuffix(tarball, ".gz"):
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			return "", err
+		}
+		r = gz
+	default:
+		return "", fmt.Errorf("%s: not a gzip or bzip2 tarball", filepath.Base(tarball))
+	}
+	tr := tar.NewReader(r)
+	top := ""
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return top, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		name := path.Clean(h.Name)
+		if !filepath.IsLocal(name) {
+			return "", fmt.Errorf("%s: entry %q leaves the directory", filepath.Base(tarball), h.Name)
+		}
+		if top == "" {
+			top, _, _ = strings.Cut(name, "/")
+		}
+		target := filepath.Join(dir, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(target, 0o755)
+		case tar.TypeReg:
+			if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
+				err = writeFile(target, tr, os.FileMode(h.Mode)&0o777)
+			}
+		case tar.TypeSymlink:
+			if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
+				err = os.Symlink(h.Linkname, target)
+			}
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+}
+
+func writeFile(path string, r io.Reader, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	return errors.Join(err, f.Close())
 }

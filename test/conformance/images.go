@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,11 +108,15 @@ func imageSpecs() []imageSpec {
 // through apt from the host's sources, the only network it needs; no
 // container engine is involved. logf reports each step.
 func BuildImages(ctx context.Context, module, dir string, logf func(string, ...any)) (string, error) {
-	kubernetes, err := kubernetesDir(module)
+	kubernetes, _, err := kubernetesModule(module)
 	if err != nil {
 		return "", err
 	}
-	b := &builder{ctx: ctx, module: module, kubernetes: kubernetes, dir: dir, logf: logf, layers: map[string]v1.Layer{},
+	ldflags, err := VersionLDFlags(module)
+	if err != nil {
+		return "", err
+	}
+	b := &builder{ctx: ctx, module: module, kubernetes: kubernetes, ldflags: ldflags, dir: dir, logf: logf, layers: map[string]v1.Layer{},
 		apt: &apt{ctx: ctx, dir: filepath.Join(dir, "apt"), logf: logf}}
 	if err := b.prepare(); err != nil {
 		return "", err
@@ -144,8 +150,10 @@ type builder struct {
 	module string // the kubeboot module's root
 	// kubernetes is k8s.io/kubernetes's directory in the module cache.
 	kubernetes string
-	dir        string // the build's directory
-	logf       func(string, ...any)
+	// ldflags stamp the Go programs with its version.
+	ldflags string
+	dir     string // the build's directory
+	logf    func(string, ...any)
 	// bins are the programs built for the images, by name.
 	bins map[string]string
 	// layers are built once and shared between images.
@@ -174,7 +182,7 @@ func (b *builder) prepare() error {
 	b.bins = map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(goPrograms)) {
 		out := filepath.Join(bin, name)
-		cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w", "-o", out, goPrograms[name])
+		cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w "+b.ldflags, "-o", out, goPrograms[name])
 		cmd.Dir = b.module
 		if err := run(cmd); err != nil {
 			return fmt.Errorf("building %s (%s): %w", name, goPrograms[name], err)
@@ -189,8 +197,71 @@ func (b *builder) prepare() error {
 		}
 		b.bins["pause-"+v] = out
 	}
+	ash, err := b.buildAsh()
+	if err != nil {
+		return fmt.Errorf("building busybox's ash: %w", err)
+	}
+	b.bins["ash"] = ash
 	b.logf("programs built: %s", strings.Join(slices.Sorted(maps.Keys(b.bins)), ", "))
 	return nil
+}
+
+// ashOptions are the busybox configuration of the images' sh: from
+// allnoconfig, upstream's ash with the builtins and features of its
+// default configuration that scripts use, static.
+var ashOptions = []string{"STATIC", "SH_IS_ASH", "ASH", "ASH_OPTIMIZE_FOR_SIZE", "ASH_INTERNAL_GLOB", "ASH_BASH_COMPAT",
+	"ASH_JOB_CONTROL", "ASH_ALIAS", "ASH_RANDOM_SUPPORT", "ASH_EXPAND_PRMT", "ASH_ECHO", "ASH_PRINTF", "ASH_TEST",
+	"ASH_GETOPTS", "ASH_CMDCMD", "FEATURE_SH_MATH", "FEATURE_SH_MATH_64", "FEATURE_SH_READ_FRAC"}
+
+// buildAsh builds busybox's ash alone from upstream's source, the
+// upstream tarball of Debian's busybox source package without Debian's
+// changes (see shell), static, and returns its path.
+func (b *builder) buildAsh() (string, error) {
+	tarball, err := b.apt.source("busybox")
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(b.dir, "busybox-src")
+	if err := os.RemoveAll(src); err != nil {
+		return "", err
+	}
+	top, err := untar(tarball, src)
+	if err != nil {
+		return "", fmt.Errorf("unpacking %s: %w", filepath.Base(tarball), err)
+	}
+	dir := filepath.Join(src, top)
+	runMake := func(stdin string, args ...string) error {
+		cmd := exec.CommandContext(b.ctx, "make", args...)
+		cmd.Dir, cmd.Stdin = dir, strings.NewReader(stdin)
+		return run(cmd)
+	}
+	if err := runMake("", "allnoconfig"); err != nil {
+		return "", err
+	}
+	config, err := os.ReadFile(filepath.Join(dir, ".config"))
+	if err != nil {
+		return "", err
+	}
+	text := string(config)
+	for _, o := range ashOptions {
+		text = strings.Replace(text, "# CONFIG_"+o+" is not set\n", "CONFIG_"+o+"=y\n", 1)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".config"), []byte(text), 0o644); err != nil {
+		return "", err
+	}
+	// oldconfig asks about the options the ones set open up: their
+	// defaults (an empty answer each).
+	if err := runMake(strings.Repeat("\n", 1000), "oldconfig"); err != nil {
+		return "", err
+	}
+	if err := runMake("", "-j"+strconv.Itoa(runtime.NumCPU()), "busybox"); err != nil {
+		return "", err
+	}
+	out := filepath.Join(b.dir, "bin", "ash")
+	if err := os.Rename(filepath.Join(dir, "busybox"), out); err != nil {
+		return "", err
+	}
+	return out, os.RemoveAll(src)
 }
 
 // kubernetesFile is the path of a file of the k8s.io/kubernetes module the
@@ -203,16 +274,20 @@ func (b *builder) kubernetesFile(rel string) string {
 // the agnhost binary at / (and /agnhost-2 linked to it), porter's
 // certificate and key, /uploads, the users the security-context specs
 // expect, on a root filesystem with the tools the specs call (dig, curl,
-// OpenBSD's nc, ss, getent, bash, also as sh, socat, iperf, ipcs, and
-// busybox's applets for the rest), plus extra files, with cmd replacing
+// OpenBSD's nc, ss, getent, bash, socat, iperf, ipcs, busybox's ash as
+// sh and its applets for the rest), plus extra files, with cmd replacing
 // its CMD.
 func (b *builder) agnhost(version string, extra []file, cmd []string) (v1.Image, error) {
-	base, err := b.debianLayer("agnhost-base", []string{"bind9-dnsutils", "curl", "netcat-openbsd", "iproute2", "bash", "socat", "iperf", "util-linux", "libc-bin"}, true)
+	base, err := b.debianLayer("agnhost-base", []string{"bind9-dnsutils", "curl", "netcat-openbsd", "iproute2", "bash", "socat", "iperf", "util-linux", "libc-bin"}, appletsAsListed)
 	if err != nil {
 		return nil, err
 	}
 	own, err := b.cachedLayer("agnhost", func() ([]file, error) {
 		agnhost, err := os.ReadFile(b.bins["agnhost"])
+		if err != nil {
+			return nil, err
+		}
+		ash, err := os.ReadFile(b.bins["ash"])
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +305,7 @@ func (b *builder) agnhost(version string, extra []file, cmd []string) (v1.Image,
 			// OpenBSD's, as Alpine's netcat-openbsd makes it; Debian
 			// links it by alternatives, which nothing runs here.
 			symlink("usr/bin/nc", "nc.openbsd"),
-			symlink("usr/bin/sh", "bash"), // see shell
+			regular("usr/bin/sh", 0o755, ash), // see shell
 			symlink("usr/local/bin/iperf", "/usr/bin/iperf"),
 			dir("uploads", 0o755),
 			dir("home/user-defined-in-image", 0o755),
@@ -257,7 +332,7 @@ func (b *builder) agnhost(version string, extra []file, cmd []string) (v1.Image,
 }
 
 // busybox is upstream's busybox image: Debian's static busybox with its
-// applets linked (and bash as sh: see shell).
+// applets linked, upstream's ash as sh (see shell).
 func (b *builder) busybox() (v1.Image, error) {
 	l, err := b.busyboxLayer()
 	if err != nil {
@@ -296,7 +371,7 @@ func (b *builder) nonewprivs() (v1.Image, error) {
 // nginx is upstream's nginx image, on Debian's nginx: it serves a welcome
 // page on port 80 in the foreground.
 func (b *builder) nginx(version string) (v1.Image, error) {
-	base, err := b.debianLayer("nginx-base", []string{"nginx"}, true)
+	base, err := b.debianLayer("nginx-base", []string{"nginx"}, appletsAsListed)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +394,7 @@ func (b *builder) nginx(version string) (v1.Image, error) {
 // glibcDNSTesting is upstream's glibc-dns-testing: Debian with dig, its
 // resolver being glibc's.
 func (b *builder) glibcDNSTesting() (v1.Image, error) {
-	base, err := b.debianLayer("glibc-dns-testing", []string{"bind9-dnsutils", "libc-bin", "dash", "bash", "coreutils", "grep", "sed", "hostname"}, false)
+	base, err := b.debianLayer("glibc-dns-testing", []string{"bind9-dnsutils", "libc-bin", "dash", "bash", "coreutils", "grep", "sed", "hostname"}, noApplets)
 	if err != nil {
 		return nil, err
 	}
@@ -374,36 +449,41 @@ func (b *builder) program(name, path, version string, entrypoint, cmd []string) 
 }
 
 // busyboxLayer is Debian's static busybox at /bin/busybox, its applets
-// linked where `busybox --list-full` says, bash as sh (see shell), with
-// Debian's libc (for the Go programs, built with cgo) and the base files.
+// linked in /bin, upstream's ash as sh (see shell), with Debian's libc
+// (for the Go programs, built with cgo) and the base files.
 func (b *builder) busyboxLayer() (v1.Layer, error) {
 	return b.cachedLayer("busybox", func() ([]file, error) {
-		fs, err := b.debianFiles([]string{"busybox-static", "bash", "libc6"}, false)
+		fs, err := b.debianFiles([]string{"libc6"}, appletsInBin)
 		if err != nil {
 			return nil, err
 		}
-		return append(fs.files(), symlink("usr/bin/sh", "bash"),
+		ash, err := os.ReadFile(b.bins["ash"])
+		if err != nil {
+			return nil, err
+		}
+		return append(fs.files(), regular("usr/bin/sh", 0o755, ash),
 			regular("etc/passwd", 0o644, []byte(passwd)), regular("etc/group", 0o644, []byte(group)),
 			dir("tmp", 0o1777)), nil
 	})
 }
 
 // shell: the images upstream bases on busybox or Alpine have busybox's
-// ash as /bin/sh, which passes its environment on whole. Debian patches
-// its busybox's ash to drop variables whose names are not shell
-// identifiers ("data-1", which the kubelet passes since relaxed
-// environment variable names), as dash does; specs run `sh -c env` and
-// look for them. Here, sh is bash, which passes them on. Busybox's
-// applets stay for everything else; Debian's busybox runs its applets in
-// preference to the PATH's commands, so it could not be sh for agnhost
-// either (`sh -c "nc ..."` would run its nc, not OpenBSD's).
+// ash as /bin/sh, and specs depend on how it behaves: it passes on
+// environment variables whose names are not shell identifiers ("data-1",
+// which the kubelet passes since relaxed environment variable names), and
+// its error messages are compared word for word ("can't create /file:
+// Read-only file system"). Debian patches its busybox's ash to drop such
+// variables (as dash does), and its busybox runs its applets in
+// preference to the PATH's commands (`sh -c "nc ..."` would not run
+// OpenBSD's nc). So sh is busybox's ash built alone from upstream's
+// source (buildAsh), and Debian's busybox gives the other applets.
 
 // debianLayer is the files of Debian's packages pkgs and everything they
-// depend on, with busybox's applets for the commands they lack if
-// withBusybox, and the base accounts, cached by key.
-func (b *builder) debianLayer(key string, pkgs []string, withBusybox bool) (v1.Layer, error) {
+// depend on, with busybox's applets for the commands they lack placed as
+// a says, and the base accounts, cached by key.
+func (b *builder) debianLayer(key string, pkgs []string, a applets) (v1.Layer, error) {
 	return b.cachedLayer(key, func() ([]file, error) {
-		fs, err := b.debianFiles(pkgs, withBusybox)
+		fs, err := b.debianFiles(pkgs, a)
 		if err != nil {
 			return nil, err
 		}
@@ -569,14 +649,31 @@ func run(cmd *exec.Cmd) error {
 	return nil
 }
 
-// kubernetesDir is the k8s.io/kubernetes module's directory in the module
-// cache, as the module at module requires it.
-func kubernetesDir(module string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
+// kubernetesModule is the k8s.io/kubernetes module the module at module
+// requires: its directory in the module cache and its version.
+func kubernetesModule(module string) (dir, version string, err error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}", "k8s.io/kubernetes")
 	cmd.Dir = module
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("finding k8s.io/kubernetes in the module cache (go list -m): %w", err)
+		return "", "", fmt.Errorf("finding k8s.io/kubernetes in the module cache (go list -m): %w", err)
 	}
-	return strings.TrimSpace(string(out)), nil
+	dir, version, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
+	return dir, version, nil
+}
+
+// VersionLDFlags are the linker flags that stamp a program built from the
+// module at module with k8s.io/kubernetes's version, as upstream's builds
+// do (hack/lib/version.sh): e2e.test reads it to pick the Pod Security
+// level's fixtures, the programs report it.
+func VersionLDFlags(module string) (string, error) {
+	_, version, err := kubernetesModule(module)
+	if err != nil {
+		return "", err
+	}
+	major, rest, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	const pkg = "k8s.io/component-base/version."
+	return fmt.Sprintf("-X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean",
+		pkg, version, pkg, major, pkg, minor, pkg), nil
 }

@@ -53,13 +53,13 @@ func TestImages(t *testing.T) {
 	// be (the file its links lead to).
 	commands := map[string]map[string]string{
 		e2eRegistry + "/agnhost:2.66.1": {
-			"sh": "/usr/bin/bash", "nc": "/usr/bin/nc.openbsd", "dig": "/usr/bin/dig", "curl": "/usr/bin/curl",
+			"sh": "/usr/bin/sh", "nc": "/usr/bin/nc.openbsd", "dig": "/usr/bin/dig", "curl": "/usr/bin/curl",
 			"getent": "/usr/bin/getent", "ss": "/usr/bin/ss", "bash": "/usr/bin/bash", "socat": "/usr/bin/socat",
 			"iperf": "/usr/bin/iperf", "ipcs": "/usr/bin/ipcs", "seq": "/usr/bin/busybox",
 			"/agnhost-2": "/agnhost", "/localhost.crt": "/localhost.crt",
 		},
 		e2eRegistry + "/kitten:1.8":              {"/kitten.jpg": "/kitten.jpg", "/data.json": "/data.json"},
-		e2eRegistry + "/busybox:1.37.0-2":        {"sh": "/usr/bin/bash", "env": "/usr/bin/busybox", "wget": "/usr/bin/busybox", "nslookup": "/usr/bin/busybox"},
+		e2eRegistry + "/busybox:1.37.0-2":        {"sh": "/usr/bin/sh", "env": "/usr/bin/busybox", "wget": "/usr/bin/busybox", "nslookup": "/usr/bin/busybox", "/bin/sysctl": "/usr/bin/busybox"},
 		e2eRegistry + "/nginx:1.27.0-2":          {"nginx": "/usr/sbin/nginx", "sh": "/usr/bin/busybox"},
 		e2eRegistry + "/glibc-dns-testing:2.1.1": {"sh": "/usr/bin/dash", "dig": "/usr/bin/dig", "getent": "/usr/bin/getent", "hostname": "/usr/bin/hostname"},
 		e2eRegistry + "/nonewprivs:1.4":          {"nnp": "/usr/local/bin/nnp"},

@@ -20,7 +20,7 @@ type Result struct {
 	Failures []Failure
 }
 
-// Failure is a failed spec and the first line of its failure.
+// Failure is a failed spec and the start of its failure message.
 type Failure struct {
 	Spec, Message string
 }
@@ -91,13 +91,15 @@ func ReadResult(path string) (Result, error) {
 	return r, nil
 }
 
-// firstLine is the first non-empty line of the texts.
+// firstLine is the start of the first non-empty text, its lines joined
+// (gomega's "Expected" alone says nothing) and cut at 200 characters.
 func firstLine(texts ...string) string {
 	for _, t := range texts {
-		for _, l := range strings.Split(t, "\n") {
-			if l = strings.TrimSpace(l); l != "" {
-				return l
+		if l := strings.Join(strings.Fields(t), " "); l != "" {
+			if len(l) > 200 {
+				l = l[:200] + "..."
 			}
+			return l
 		}
 	}
 	return ""

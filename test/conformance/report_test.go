@@ -10,7 +10,7 @@ import (
 
 // TestReadResult reads a ginkgo JUnit report: only [Conformance] specs
 // count; specs the filters left out are not counted, specs skipped as they
-// ran are; a failure keeps its first non-empty line, a timeout its text.
+// ran are; a failure keeps its message on one line, a timeout its text.
 func TestReadResult(t *testing.T) {
 	got, err := ReadResult("testdata/junit.xml")
 	if err != nil {
@@ -18,7 +18,7 @@ func TestReadResult(t *testing.T) {
 	}
 	want := Result{Passed: 1, Failed: 2, Skipped: 1, Duration: 125500 * time.Millisecond, Failures: []Failure{
 		{Spec: "[It] [sig-api-machinery] Aggregator should work [Conformance]", Message: "[TIMEDOUT] A suite timeout occurred"},
-		{Spec: "[It] [sig-network] Services should serve a basic endpoint from pods [Conformance]", Message: "failed to get reachability: service is not reachable within 2m0s"},
+		{Spec: "[It] [sig-network] Services should serve a basic endpoint from pods [Conformance]", Message: "failed to get reachability: service is not reachable within 2m0s second line"},
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ReadResult:\n got %+v\nwant %+v", got, want)

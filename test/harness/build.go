@@ -65,7 +65,7 @@ func Binary() (string, error) {
 // Build builds this module's ./cmd/kubeboot into dir and returns the
 // binary's path.
 func Build(dir string) (string, error) {
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
@@ -89,7 +89,8 @@ func goBuild(root, out, pkg string, flags ...string) (string, error) {
 	return out, nil
 }
 
-func moduleRoot() (string, error) {
+// ModuleRoot is the kubeboot module's directory (the tests run inside it).
+func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)

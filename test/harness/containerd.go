@@ -137,7 +137,7 @@ func RequireContainerd(t testing.TB) {
 // without the module proxy (inside a network namespace too).
 func buildTestContainer(t testing.TB) string {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func BuildPeer(dir string) (string, error) {
 // BuildCommand builds the command pkg of this module's graph (one of
 // upstream's servers, or etcd) as out and returns out.
 func BuildCommand(out, pkg string) (string, error) {
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
