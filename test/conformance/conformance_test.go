@@ -243,13 +243,16 @@ func runCluster(ctx context.Context, t *testing.T, a artifacts) {
 	t.Logf("registry at %s serves %d images (%s)", l.Addr(), len(Images()), time.Since(start).Round(time.Second))
 
 	dataDir := filepath.Join(t.TempDir(), "data")
+	// First, so that its cgroups are removed after the containers in
+	// them are killed (cleanups run last first).
+	cgroups := harness.NodeCgroups(t, serverNode)
 	// The node's sandbox image is kubeboot's default, pulled from the
 	// registry as every image is: EmbeddedContainerd's test images and
 	// pause are not used.
 	_ = harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
 	args := append(harness.NodeServerArgs(t, serverMachine, ""), "--kubelet-arg=--hostname-override="+serverNode,
 		"--advertise-address", serverMachine, "--private-registry="+registries)
-	args = append(args, harness.NodeCgroups(t, serverNode)...)
+	args = append(args, cgroups...)
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, args...)
 	harness.HandOverToken(t, dataDir, tokenFile)
 	client := srv.MustClient(t)

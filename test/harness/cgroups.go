@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // NodeCgroups gives the test's node name a cgroup root of its own,
@@ -17,8 +18,10 @@ import (
 // (--cgroups-per-qos=false), where upstream's kubelet crashes resizing a
 // Pod in place (its no-op pod cgroup manager reports no memory limit,
 // which the resize dereferences); two nodes of one test need a root
-// each, the host's cgroups being shared by its namespaces. Pass the flags after NodeArgs'. The
-// roots are removed when the test ends, after the node stops.
+// each, the host's cgroups being shared by its namespaces. Pass the flags
+// after NodeArgs'. The roots are removed when the test ends: call it
+// before the node's EmbeddedContainerd, whose cleanup kills the
+// containers in them.
 func NodeCgroups(t testing.TB, name string) []string {
 	t.Helper()
 	root := "kubeboot-" + name
@@ -68,18 +71,25 @@ func cgroupHierarchies() ([]string, error) {
 	return out, nil
 }
 
-// removeCgroup removes the cgroup dir and those under it, deepest first;
-// a cgroup still holding a process stays.
+// removeCgroup removes the cgroup dir and those under it, deepest first.
+// The containers killed just before may take a moment to leave theirs
+// (a cgroup with a process cannot be removed): it tries for a few
+// seconds.
 func removeCgroup(dir string) {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var dirs []string
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		slices.Reverse(dirs)
+		for _, d := range dirs {
+			_ = os.Remove(d)
 		}
-		return nil
-	})
-	slices.Reverse(dirs)
-	for _, d := range dirs {
-		_ = os.Remove(d)
+		if _, err := os.Stat(dir); os.IsNotExist(err) || time.Now().After(deadline) {
+			return
+		}
 	}
 }

@@ -92,11 +92,17 @@ func InNetNS(t *testing.T, addrs ...string) bool {
 // -test.* flags (count, timeout, ...).
 func childTestArgs(t *testing.T) []string {
 	var out []string
-	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(a, "-test.run") || strings.HasPrefix(a, "-test.v") {
-			continue
+	args := os.Args[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-test.run" || a == "--test.run":
+			i++ // its value is the next argument (a test binary run by hand)
+		case strings.HasPrefix(a, "-test.run") || strings.HasPrefix(a, "-test.v"):
+			// replaced below
+		default:
+			out = append(out, a)
 		}
-		out = append(out, a)
 	}
 	return append(out, "-test.run=^"+t.Name()+"$", "-test.v")
 }
