@@ -108,14 +108,11 @@ func imageSpecs() []imageSpec {
 // through apt from the host's sources, the only network it needs; no
 // container engine is involved. logf reports each step.
 func BuildImages(ctx context.Context, module, dir string, logf func(string, ...any)) (string, error) {
-	kubernetes, _, err := kubernetesModule(module)
+	kubernetes, version, err := kubernetesModule(module)
 	if err != nil {
 		return "", err
 	}
-	ldflags, err := VersionLDFlags(module)
-	if err != nil {
-		return "", err
-	}
+	ldflags := versionLDFlags(version)
 	b := &builder{ctx: ctx, module: module, kubernetes: kubernetes, ldflags: ldflags, dir: dir, logf: logf, layers: map[string]v1.Layer{},
 		apt: &apt{ctx: ctx, dir: filepath.Join(dir, "apt"), logf: logf}}
 	if err := b.prepare(); err != nil {
@@ -671,9 +668,14 @@ func VersionLDFlags(module string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return versionLDFlags(version), nil
+}
+
+// versionLDFlags stamp version (v1.37.2) into component-base's version.
+func versionLDFlags(version string) string {
 	major, rest, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
 	minor, _, _ := strings.Cut(rest, ".")
 	const pkg = "k8s.io/component-base/version."
 	return fmt.Sprintf("-X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean",
-		pkg, version, pkg, major, pkg, minor, pkg), nil
+		pkg, version, pkg, major, pkg, minor, pkg)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -108,13 +109,7 @@ func firstLine(texts ...string) string {
 // WriteSummary writes the runs' results as a Markdown table, then each
 // failure's spec and first error line.
 func WriteSummary(w io.Writer, runs map[string]Result) {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range runs {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(runs))
 	fmt.Fprintln(w, "| run | passed | failed | skipped | duration |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	var total Result

@@ -3,7 +3,6 @@ package conformance
 import (
 	"bytes"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 )
@@ -47,8 +46,5 @@ func TestWriteSummary(t *testing.T) {
 `
 	if got := b.String(); got != want {
 		t.Errorf("summary:\n%s\nwant:\n%s", got, want)
-	}
-	if strings.Count(b.String(), "FAIL") != 1 {
-		t.Error("one failure, listed once")
 	}
 }
