@@ -106,6 +106,7 @@ require (
 	github.com/google/renameio/v2 v2.0.2 // indirect
 	github.com/grpc-ecosystem/grpc-opentracing v0.0.0-20180507213350-8e809c8a8645 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/hashicorp/yamux v0.1.2 // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/intel/goresctrl v0.13.0 // indirect
 	github.com/ishidawataru/sctp v0.0.0-20250521072954-ae8eb7fa7995 // indirect

@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 
@@ -129,6 +131,14 @@ type Needs struct {
 	// certificates kubelets ask for with nodejoin's bootstrap tokens: the
 	// server then admits agents, the nodes that join with its token.
 	NodeJoins bool
+	// Egress, if set, is how the API server connects to the cluster's
+	// network (kube-apiserver's egress selector "cluster": webhooks,
+	// aggregated API servers, the proxy subresources, kubelets); at most
+	// one component sets it. Nil: directly.
+	Egress func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Endpoints are served on the secure port, by path, before
+	// authentication: each authenticates its callers itself.
+	Endpoints map[string]http.Handler
 }
 
 // componentKubeconfig is a kubeconfig Settings.DelegateToServer asked for.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -46,6 +49,40 @@ func (cc *completedConfig) anyComponent(need func(Needs) bool) bool {
 		}
 	}
 	return false
+}
+
+// egress is the one component's Needs.Egress, if any.
+func (cc *completedConfig) egress() (func(context.Context, string, string) (net.Conn, error), error) {
+	var egress func(context.Context, string, string) (net.Conn, error)
+	var by string
+	for _, c := range cc.components {
+		if c.needs.Egress == nil {
+			continue
+		}
+		if egress != nil {
+			return nil, fmt.Errorf("components %s and %s both route the server's connections to the cluster", by, c.Name())
+		}
+		egress, by = c.needs.Egress, c.Name()
+	}
+	return egress, nil
+}
+
+// wrapEndpoints serves the components' Needs.Endpoints in front of next.
+func (cc *completedConfig) wrapEndpoints(next http.Handler) http.Handler {
+	endpoints := map[string]http.Handler{}
+	for _, c := range cc.components {
+		maps.Copy(endpoints, c.needs.Endpoints)
+	}
+	if len(endpoints) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := endpoints[r.URL.Path]; ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // grant runs a component's grant with a client of the apiserver's own

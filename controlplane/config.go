@@ -487,6 +487,10 @@ func (c Config) Complete() (CompletedConfig, error) {
 		}
 		cc.components = append(cc.components, completedComponent{c, needs})
 	}
+	egress, err := cc.egress()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	advertise, err := cc.resolveAdvertiseAddress()
 	if err != nil {
 		errs = append(errs, err)
@@ -527,6 +531,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 		InProcessUsers:              cc.inProcessUsers(),
 		GarbageCollection:           cc.anyComponent(func(n Needs) bool { return n.GarbageCollector }),
 		NamespaceController:         !cc.anyComponent(func(n Needs) bool { return n.NamespaceController }),
+		Egress:                      egress,
 	}
 	return CompletedConfig{cc}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -154,7 +155,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		Etcd:          etcdClient,
 		SharedObjects: s.sharedObjects,
 	}
-	res.WrapHandler = s.joinEndpoints().Wrap
+	join := s.joinEndpoints()
+	res.WrapHandler = func(next http.Handler) http.Handler { return cfg.wrapEndpoints(join.Wrap(next)) }
 	if cfg.embeddedEtcd() {
 		res.ReadyzChecks = append(res.ReadyzChecks, s.etcdAlarmsCheck())
 	}

@@ -10,7 +10,9 @@
 #
 # PROCS (default 4) sets ginkgo's parallel processes; FOCUS, a regexp,
 # runs only the [Conformance] specs it matches; CONFORMANCE_CACHE keeps
-# the build (default ~/.cache/kubeboot/conformance).
+# the build (default ~/.cache/kubeboot/conformance); AGENTLESS=1 runs on
+# a server that is no node and two agents instead of `server --node` and
+# one agent.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -38,7 +40,9 @@ echo "report: $report (progress: tail -f $report/*/e2e.log)"
 args=(-conformance.report="$report" -conformance.cache="$cache")
 if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); else args+=(-conformance.full); fi
 if [ -n "${PROCS:-}" ]; then args+=(-conformance.procs="$PROCS"); fi
+test=TestConformance
+if [ -n "${AGENTLESS:-}" ]; then test=TestConformanceAgentless; fi
 status=0
-go test ./test/conformance -run '^TestConformance$' -count=1 -v -timeout 12h -args "${args[@]}" || status=$?
+go test ./test/conformance -run "^$test\$" -count=1 -v -timeout 12h -args "${args[@]}" || status=$?
 test -f "$report/summary.md" && cat "$report/summary.md"
 exit "$status"

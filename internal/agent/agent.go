@@ -25,6 +25,7 @@ import (
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/util/taints"
 
 	"github.com/kubeboot/kubeboot/controlplane"
@@ -215,7 +216,14 @@ func (o *Options) run(ctx context.Context, cluster hostnode.Cluster) error {
 	}
 	go b.serve(ctx)
 	cluster.URL = balancerURL(o.BalancerPort)
-	cluster.Started = func(ctx context.Context) { b.follow(ctx, hostnode.ProxyKubeconfig(o.DataDir)) }
+	cluster.Started = func(ctx context.Context) {
+		if t, err := newTunnels(hostnode.AgentKubeconfig(o.DataDir), cluster.PodNetwork.ClusterCIDR); err != nil {
+			klog.FromContext(ctx).Error(err, "The node opens no tunnels to the servers: a server not on the pod network cannot reach its Pods")
+		} else {
+			b.subscribe(func(servers []string) { t.set(ctx, servers) })
+		}
+		b.follow(ctx, hostnode.ProxyKubeconfig(o.DataDir))
+	}
 	return o.Node.Run(ctx, o.DataDir, cluster)
 }
 

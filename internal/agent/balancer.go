@@ -48,8 +48,9 @@ type balancer struct {
 	listener net.Listener
 	file     string
 
-	mu      sync.Mutex
-	servers []string // host:port, the preferred first
+	mu       sync.Mutex
+	servers  []string // host:port, the preferred first
+	onChange func([]string)
 }
 
 // newBalancer listens on 127.0.0.1:port for the servers in dir's file,
@@ -144,11 +145,25 @@ func (b *balancer) setServers(listed []string) error {
 	}
 	changed := !slices.Equal(b.servers, listed)
 	b.servers = listed
+	onChange := b.onChange
 	b.mu.Unlock()
 	if !changed {
 		return nil
 	}
+	if onChange != nil {
+		onChange(slices.Clone(listed))
+	}
 	return pki.WriteFile(b.file, []byte(strings.Join(listed, "\n")+"\n"), 0o600)
+}
+
+// subscribe calls onChange with the servers now and whenever they
+// change.
+func (b *balancer) subscribe(onChange func([]string)) {
+	b.mu.Lock()
+	b.onChange = onChange
+	servers := slices.Clone(b.servers)
+	b.mu.Unlock()
+	onChange(servers)
 }
 
 // follow learns the servers from the kubernetes Service's endpoints with

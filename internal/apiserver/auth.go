@@ -205,7 +205,7 @@ func applyAdmission(gc *genericapiserver.Config, o *kubeoptions.AdmissionOptions
 		ExternalInformers:    factory,
 		LoopbackClientConfig: gc.LoopbackClientConfig,
 		APIResourceConfig:    resources,
-	}).New(proxyTransport, nil, resolver, gc.TracerProvider)
+	}).New(proxyTransport, gc.EgressSelector, resolver, gc.TracerProvider)
 	if err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}

@@ -104,7 +104,7 @@ func newExtensionsServer(base genericapiserver.Config, backend *etcdstore.Backen
 			CRDRESTOptionsGetter: backend.CustomResources(),
 			MasterCount:          masterCount,
 			ServiceResolver:      resolver,
-			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, c.LoopbackClientConfig, c.TracerProvider),
+			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, c.EgressSelector, c.LoopbackClientConfig, c.TracerProvider),
 		},
 	}
 	s, err := cfg.Complete().New(genericapiserver.NewEmptyDelegate())

@@ -14,11 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/apiserver/pkg/server/egressselector"
 	"k8s.io/apiserver/pkg/server/healthz"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
@@ -121,6 +123,11 @@ type Config struct {
 	// server: deleted namespaces are emptied and removed. Off when
 	// kube-controller-manager's namespace controller runs.
 	NamespaceController bool
+	// Egress, if set, dials the cluster's network for the server:
+	// kube-apiserver's egress selector "cluster" (admission and
+	// conversion webhooks, aggregated API servers, the proxy
+	// subresources, kubelets). Nil: directly.
+	Egress utilnet.DialFunc
 }
 
 // Resources are what the server is given to run on: the port, bound,
@@ -293,6 +300,12 @@ func newChainConfig(cfg Config, res Resources) (_ *chainConfig, err error) {
 		return nil, err
 	}
 	c.proxyTransport = controlplaneapiserver.CreateProxyTransport()
+	if cfg.Egress != nil {
+		// As kube-apiserver with an egress selector configuration: the
+		// proxy subresources' transport dials through it too.
+		gc.EgressSelector = egressselector.NewEgressSelectorWithMap(map[egressselector.EgressType]utilnet.DialFunc{egressselector.Cluster: cfg.Egress})
+		c.proxyTransport.DialContext = cfg.Egress
+	}
 	if err := applyAdmission(gc, cfg.Admission, c.client, c.informers, c.resources, c.proxyTransport, c.resolver); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/egressselector"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/util/proxy"
@@ -262,8 +263,8 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 // (--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname), not
 // kube-apiserver's, which tries the node's hostname first: a hostname
 // often does not resolve on a small cluster without DNS for its nodes.
-func kubeletClientConfig(certFile, keyFile, caFile string) kubeletclient.KubeletClientConfig {
-	return kubeletclient.KubeletClientConfig{
+func kubeletClientConfig(certFile, keyFile, caFile string, egress *egressselector.EgressSelector) kubeletclient.KubeletClientConfig {
+	c := kubeletclient.KubeletClientConfig{
 		Port:         10250,
 		ReadOnlyPort: 10255,
 		PreferredAddressTypes: []string{
@@ -274,4 +275,8 @@ func kubeletClientConfig(certFile, keyFile, caFile string) kubeletclient.Kubelet
 		TLSClientConfig: kubeletclient.KubeletTLSConfig{CertFile: certFile, KeyFile: keyFile, CAFile: caFile},
 		HTTPTimeout:     5 * time.Second,
 	}
+	if egress != nil {
+		c.Lookup = egress.Lookup
+	}
+	return c
 }

@@ -236,7 +236,7 @@ func (s *Server) newCoreServer(c *chainConfig) error {
 	s.coreProvider = &coreProvider{
 		generic:    completed.NewCoreGenericConfig(),
 		loopback:   c.generic.LoopbackClientConfig,
-		kubelet:    kubeletClientConfig(c.res.KubeletClientCertFile, c.res.KubeletClientKeyFile, c.cfg.KubeletCertificateAuthority),
+		kubelet:    kubeletClientConfig(c.res.KubeletClientCertFile, c.res.KubeletClientKeyFile, c.cfg.KubeletCertificateAuthority, c.generic.EgressSelector),
 		transport:  c.proxyTransport,
 		slices:     c.resolver.slices,
 		authorizer: c.generic.Authorization.Authorizer,

@@ -41,15 +41,45 @@ var (
 
 func TestMain(m *testing.M) { harness.Main(m) }
 
-// The two machines, on one veth pair: the server's node and the agent's.
+// The machines: the server's, which serves the images at registryPort,
+// and the agents', each a node.
 const (
 	serverMachine = "198.51.100.1"
-	agentMachine  = "198.51.100.2"
-	serverNode    = "node-a"
-	agentNode     = "node-b"
-	// registryPort is where the server's machine serves the images.
-	registryPort = "5000"
+	registryPort  = "5000"
 )
+
+// shape is how the cluster's machines are laid out.
+type shape struct {
+	// serverNode, if set, is the server's node's name: `server --node`.
+	serverNode string
+	// agents are the agents' machines, on a veth pair each.
+	agents []machine
+}
+
+// machine is an agent's machine: its address and its node's name.
+type machine struct{ ip, node string }
+
+var (
+	// serverAndAgent is `kubeboot server --node` and one agent, as kind's
+	// and k3s's conformance jobs run.
+	serverAndAgent = shape{serverNode: "node-a", agents: []machine{{"198.51.100.2", "node-b"}}}
+	// agentless is a `kubeboot server` that is no node and two agents
+	// (k3s's agentless server): the server is not on the pod network and
+	// reaches Pods through its agents' tunnels.
+	agentless = shape{agents: []machine{{"198.51.100.2", "node-a"}, {"198.51.100.3", "node-b"}}}
+)
+
+// nodes are the cluster's nodes.
+func (s shape) nodes() []string {
+	var nodes []string
+	if s.serverNode != "" {
+		nodes = append(nodes, s.serverNode)
+	}
+	for _, m := range s.agents {
+		nodes = append(nodes, m.node)
+	}
+	return nodes
+}
 
 // sliceSpecs are CI's slice: specs of a few seconds to a minute that cross
 // what a cluster must get right together — Pods on both nodes, volumes
@@ -91,7 +121,15 @@ type artifacts struct {
 // registry.k8s.io to. It writes each run's junit.xml and e2e.log and a
 // summary to the report directory, and fails if a spec failed.
 // hack/conformance/run.sh runs the whole suite.
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { testConformance(t, serverAndAgent) }
+
+// TestConformanceAgentless is TestConformance on three machines: a
+// `kubeboot server` that is no node, and two agents, on one bridge. The
+// server reaches webhooks, aggregated API servers and the proxy
+// subresources' Pods only through the agents' tunnels.
+func TestConformanceAgentless(t *testing.T) { testConformance(t, agentless) }
+
+func testConformance(t *testing.T, sh shape) {
 	// Interrupted (^C reaches every process of the run; SIGTERM reaches a
 	// machine whose parent died), each process stops what it started and
 	// runs its cleanups, which stop the containers and detach their
@@ -99,9 +137,9 @@ func TestConformance(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if env, ok := harness.InMachine(); ok {
-		args := append([]string{"--private-registry=" + env["registries"]}, harness.NodeCgroups(t, agentNode)...)
+		args := append([]string{"--private-registry=" + env["registries"]}, harness.NodeCgroups(t, env["node"])...)
 		harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(serverMachine, "6443"), TokenFile: env["token"],
-			NodeName: agentNode, NodeIP: agentMachine, Args: args})
+			NodeName: env["node"], NodeIP: env["ip"], Args: args})
 		return
 	}
 	var a artifacts
@@ -122,7 +160,7 @@ func TestConformance(t *testing.T) {
 		}
 		return
 	}
-	runCluster(ctx, t, a)
+	runCluster(ctx, t, a, sh)
 }
 
 // requireTools names the programs the run needs that the host lacks (runc
@@ -212,7 +250,7 @@ var work = sync.OnceValues(func() (string, error) {
 
 // runCluster is the server's machine: the registry, the cluster, then the
 // suite.
-func runCluster(ctx context.Context, t *testing.T, a artifacts) {
+func runCluster(ctx context.Context, t *testing.T, a artifacts, sh shape) {
 	bin, err := harness.Binary()
 	if err != nil {
 		t.Fatal(err)
@@ -223,11 +261,23 @@ func runCluster(ctx context.Context, t *testing.T, a artifacts) {
 		t.Fatal(err)
 	}
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	harness.StartMachine(t, "eth0", serverMachine, agentMachine, map[string]string{"token": tokenFile, "registries": registries})
-	// This host reaches Services' cluster IPs (kube-proxy's DNAT) by the
-	// pod network's side, as the machine has no default route.
-	if out, err := exec.Command("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine).CombinedOutput(); err != nil {
-		t.Fatalf("ip route add: %v: %s", err, out)
+	env := func(m machine) map[string]string {
+		return map[string]string{"token": tokenFile, "registries": registries, "node": m.node, "ip": m.ip}
+	}
+	if len(sh.agents) == 1 {
+		harness.StartMachine(t, "eth0", serverMachine, sh.agents[0].ip, env(sh.agents[0]))
+	} else {
+		harness.Bridge(t, "br0", serverMachine)
+		for i, m := range sh.agents {
+			harness.StartMachineOn(t, "br0", fmt.Sprintf("veth%d", i), m.ip, env(m))
+		}
+	}
+	if sh.serverNode != "" {
+		// This host reaches Services' cluster IPs (kube-proxy's DNAT) by
+		// the pod network's side, as the machine has no default route.
+		if out, err := exec.Command("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine).CombinedOutput(); err != nil {
+			t.Fatalf("ip route add: %v: %s", err, out)
+		}
 	}
 
 	l, err := net.Listen("tcp", net.JoinHostPort(serverMachine, registryPort))
@@ -243,21 +293,25 @@ func runCluster(ctx context.Context, t *testing.T, a artifacts) {
 	t.Logf("registry at %s serves %d images (%s)", l.Addr(), len(Images()), time.Since(start).Round(time.Second))
 
 	dataDir := filepath.Join(t.TempDir(), "data")
-	// First, so that its cgroups are removed after the containers in
-	// them are killed (cleanups run last first).
-	cgroups := harness.NodeCgroups(t, serverNode)
-	// The node's sandbox image is kubeboot's default, pulled from the
-	// registry as every image is: EmbeddedContainerd's test images and
-	// pause are not used.
-	_ = harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
-	args := append(harness.NodeServerArgs(t, serverMachine, ""), "--kubelet-arg=--hostname-override="+serverNode,
-		"--advertise-address", serverMachine, "--private-registry="+registries)
-	args = append(args, cgroups...)
+	args := []string{"--bind-address", serverMachine, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
+		"--advertise-address", serverMachine}
+	if sh.serverNode != "" {
+		// First, so that its cgroups are removed after the containers in
+		// them are killed (cleanups run last first).
+		cgroups := harness.NodeCgroups(t, sh.serverNode)
+		// The node's sandbox image is kubeboot's default, pulled from the
+		// registry as every image is: EmbeddedContainerd's test images
+		// and pause are not used.
+		_ = harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
+		args = append(harness.NodeServerArgs(t, serverMachine, ""), "--kubelet-arg=--hostname-override="+sh.serverNode,
+			"--advertise-address", serverMachine, "--private-registry="+registries)
+		args = append(args, cgroups...)
+	}
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, args...)
 	harness.HandOverToken(t, dataDir, tokenFile)
 	client := srv.MustClient(t)
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, name := range []string{serverNode, agentNode} {
+		for _, name := range sh.nodes() {
 			n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil || !ready(n) {
 				return false, nil
@@ -265,9 +319,9 @@ func runCluster(ctx context.Context, t *testing.T, a artifacts) {
 		}
 		return true, nil
 	}); err != nil {
-		t.Fatalf("nodes %s and %s not Ready: %v", serverNode, agentNode, err)
+		t.Fatalf("nodes %s not Ready: %v", strings.Join(sh.nodes(), " and "), err)
 	}
-	t.Logf("cluster of nodes %s and %s Ready (%s after the registry)", serverNode, agentNode, time.Since(start).Round(time.Second))
+	t.Logf("cluster of nodes %s Ready (%s after the registry)", strings.Join(sh.nodes(), " and "), time.Since(start).Round(time.Second))
 
 	kubectl, err := harness.Kubectl()
 	if err != nil {

@@ -56,6 +56,36 @@ func WaitStop() { _, _ = io.Copy(io.Discard, os.Stdin) }
 // is logged if the test failed.
 func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) {
 	t.Helper()
+	startMachine(t, dev, peer, env, []string{"ip", "addr", "add", addr + "/24", "dev", dev})
+}
+
+// Bridge makes a bridge, name, with addr/24 in this namespace, for
+// StartMachineOn: the machines on it reach each other and this namespace
+// as if on one switch.
+func Bridge(t *testing.T, name, addr string) {
+	t.Helper()
+	for _, c := range [][]string{
+		{"ip", "link", "add", name, "type", "bridge"},
+		{"ip", "addr", "add", addr + "/24", "dev", name},
+		{"ip", "link", "set", name, "up"},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(c, " "), err, out)
+		}
+	}
+}
+
+// StartMachineOn is StartMachine for a machine on bridge (Bridge): the
+// veth pair's end here, dev, is a port of the bridge.
+func StartMachineOn(t *testing.T, bridge, dev, peer string, env map[string]string) {
+	t.Helper()
+	startMachine(t, dev, peer, env, []string{"ip", "link", "set", dev, "master", bridge})
+}
+
+// startMachine starts the machine, its veth pair's end here, dev, set up
+// by attach.
+func startMachine(t *testing.T, dev, peer string, env map[string]string, attach []string) {
+	t.Helper()
 	var kvs []string
 	for k, v := range env {
 		kvs = append(kvs, k+"="+v)
@@ -101,7 +131,7 @@ func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) {
 	}
 	for _, c := range [][]string{
 		{"ip", "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", fmt.Sprint(pid)},
-		{"ip", "addr", "add", addr + "/24", "dev", dev},
+		attach,
 		{"ip", "link", "set", dev, "up"},
 	} {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {

@@ -41,29 +41,42 @@ func TestTwoNodes(t *testing.T) { testTwoNodes(t, "vxlan") }
 // to the other node's pod CIDR through its address, no overlay.
 func TestTwoNodesHostGW(t *testing.T) { testTwoNodes(t, "host-gw") }
 
-func testTwoNodes(t *testing.T, backend string) {
+// startAgentMachine is the start of a test of two machines, the server's
+// and the agent's: in the agent's machine it runs the agent and returns
+// false, as it does in the test's own process outside its network
+// namespace; in the server's machine it starts the agent's and returns
+// the binary and where to hand the token over (HandOverToken).
+func startAgentMachine(t *testing.T) (bin, tokenFile string, ok bool) {
 	if env, ok := harness.InMachine(); ok {
 		runAgentMachine(t, env)
-		return
+		return "", "", false
 	}
 	harness.RequireContainerd(t)
 	requireNFT(t)
 	if !harness.InNetNS(t) {
-		return
+		return "", "", false
 	}
 	bin, err := harness.Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The token is the server's to make; the agent's machine is started
+	// first, so that it is ready when the token is: it reads it from a
+	// file this machine writes.
+	tokenFile = filepath.Join(t.TempDir(), "token")
+	harness.StartMachine(t, "eth0", serverMachine, agentMachine, map[string]string{"token": tokenFile})
+	return bin, tokenFile, true
+}
+
+func testTwoNodes(t *testing.T, backend string) {
+	bin, tokenFile, ok := startAgentMachine(t)
+	if !ok {
+		return
+	}
 	dataDir := filepath.Join(t.TempDir(), "data")
 	runtime := harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
 	// Only the server's node has it: the agent's pulls it from there.
 	harness.WriteTestImage(t, harness.NodeDir(dataDir), peerImage, map[string][]byte{peerImageFile: []byte(peerImageMessage)})
-	// The token is the server's to make; the agent's machine is started
-	// first, so that it is ready when the token is: it reads it from a
-	// file this machine writes.
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	harness.StartMachine(t, "eth0", serverMachine, agentMachine, map[string]string{"token": tokenFile})
 	if out, err := runCommand("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine); err != nil {
 		t.Fatalf("ip route add: %v: %s", err, out)
 	}
@@ -137,8 +150,9 @@ func testTwoNodes(t *testing.T, backend string) {
 		// DNS's) once it sees them.
 		var out string
 		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
-			out, err = kubectlOutput(t, srv, "exec", "web-b", "--", harness.TestImageCommand, "dial", "web-a.default.svc.cluster.local:80")
-			return err == nil && out == "hello from web-a\n", nil
+			o, err := kubectlOutput(t, srv, "exec", "web-b", "--", harness.TestImageCommand, "dial", "web-a.default.svc.cluster.local:80")
+			out = o
+			return err == nil && o == "hello from web-a\n", nil
 		})
 		if err != nil {
 			t.Errorf("web-b dialling web-a.default.svc.cluster.local:80: %q (%v), want web-a's greeting (web-a at %s)", out, err, webA.Status.PodIP)
@@ -227,4 +241,83 @@ func writePeerRegistries(t *testing.T) string {
 func runCommand(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
+}
+
+// TestAgentlessServer runs a `kubeboot server` that is not a node with
+// one agent (k3s's agentless server): the server's host is not on the
+// pod network, yet the API server reaches the agent's Pods, through the
+// pods and services proxy subresources, and its kubelet, through the
+// tunnel the agent opened to it (agenttunnel).
+func TestAgentlessServer(t *testing.T) {
+	bin, tokenFile, ok := startAgentMachine(t)
+	if !ok {
+		return
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, "--bind-address", serverMachine, "--secure-port", "6443",
+		"--advertise-address", serverMachine, "--service-cluster-ip-range", "10.96.0.0/16")
+	harness.HandOverToken(t, dataDir, tokenFile)
+	client := srv.MustClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, agentNodeName, metav1.GetOptions{})
+		return err == nil && podNetworkUp(n), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s's pod network is not up: %v", agentNodeName, err)
+	}
+	pod := runPod(ctx, t, client, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-b", Namespace: metav1.NamespaceDefault, Labels: map[string]string{"app": "web-b"}},
+		Spec: corev1.PodSpec{NodeName: agentNodeName, Containers: []corev1.Container{{
+			Name: "web", Image: harness.TestImage, ImagePullPolicy: corev1.PullNever,
+			Args:  []string{"http", "8080"},
+			Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1,
+				ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}},
+		}}},
+	})
+	podAddr := net.JoinHostPort(pod.Status.PodIP, "8080")
+
+	t.Run("this host is not on the pod network", func(t *testing.T) {
+		if c, err := net.DialTimeout("tcp", podAddr, 2*time.Second); err == nil {
+			c.Close()
+			t.Fatalf("this host reached the Pod at %s directly: the test would not show the tunnel", podAddr)
+		}
+	})
+
+	t.Run("the pods proxy subresource reaches the Pod", func(t *testing.T) {
+		out, err := client.CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, "8080", "/", nil).DoRaw(ctx)
+		if err != nil || string(out) != "hello from web-b\n" {
+			t.Fatalf("GET pods/web-b:8080/proxy/: %q (%v), want the Pod's greeting", out, err)
+		}
+	})
+
+	t.Run("the services proxy subresource reaches the Service's Pod", func(t *testing.T) {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-b", Namespace: metav1.NamespaceDefault},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web-b"},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		}
+		if _, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			out, err = client.CoreV1().Services(svc.Namespace).ProxyGet("http", svc.Name, "http", "/", nil).DoRaw(ctx)
+			return err == nil && string(out) == "hello from web-b\n", nil
+		})
+		if err != nil {
+			t.Fatalf("GET services/web-b:http/proxy/: %q (%v), want the Pod's greeting", out, err)
+		}
+	})
+
+	t.Run("logs and exec reach the agent's kubelet", func(t *testing.T) {
+		if out := kubectl(t, srv, "logs", pod.Name); !strings.Contains(out, "serving HTTP on :8080") {
+			t.Errorf("kubectl logs: %q, want the container's first line", out)
+		}
+		if out := kubectl(t, srv, "exec", pod.Name, "--", harness.TestImageCommand, "echo", "through", "the", "tunnel"); out != "through the tunnel\n" {
+			t.Errorf("kubectl exec: %q", out)
+		}
+	})
 }

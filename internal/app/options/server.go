@@ -14,6 +14,7 @@ import (
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/components/agenttunnel"
 	"github.com/kubeboot/kubeboot/internal/components/clusterdns"
 	"github.com/kubeboot/kubeboot/internal/components/hostnode"
 	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
@@ -254,7 +255,9 @@ func (o *Server) Config() controlplane.Config {
 	// certificates, for each node's own addresses.
 	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager), kubescheduler.New(o.Scheduler), kubeletserving.New())
 	if o.ControlPlane.Authentication.BootstrapToken.Enable {
-		c.Components = append(c.Components, kubeletclient.New())
+		// Agents join: the server reaches their Pods and kubelets through
+		// the tunnels they open.
+		c.Components = append(c.Components, kubeletclient.New(), agenttunnel.New())
 	}
 	if !slices.Contains(o.Disable, "coredns") {
 		c.Components = append(c.Components, clusterdns.New(o.ClusterDNS))

@@ -80,6 +80,10 @@ func JoinedCluster(dir string) (Cluster, error) {
 // ProxyKubeconfig is kube-proxy's kubeconfig in the node's dir.
 func ProxyKubeconfig(dir string) string { return filepath.Join(dir, proxyKubeconfigName) }
 
+// AgentKubeconfig is the node agent's kubeconfig in the node's dir
+// (nodejoin.AgentUser).
+func AgentKubeconfig(dir string) string { return filepath.Join(dir, agentKubeconfigName) }
+
 // Password returns the node password kept in dir, or a new one if there
 // is none yet, which StorePassword keeps once the join succeeded.
 func Password(dir string) (password string, stored bool, _ error) {

@@ -100,7 +100,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	}
 	bootstrapKubeconfig := filepath.Join(dir, bootstrapKubeconfigName)
 	proxyKubeconfig := filepath.Join(dir, proxyKubeconfigName)
-	agentKubeconfig := filepath.Join(dir, agentKubeconfigName)
+	agentKubeconfig := AgentKubeconfig(dir)
 	if !Joined(dir, time.Now()) {
 		token, err := c.BootstrapToken(ctx)
 		if err != nil {

@@ -173,6 +173,13 @@ func issueToken(ctx context.Context, client kubernetes.Interface, nodeName strin
 // AgentsGroup.
 func AgentUser(node string) string { return agentUserPrefix + node }
 
+// AgentNode is the node whose agent user (AgentUser) is name, if it is
+// one.
+func AgentNode(name string) (string, bool) {
+	node, ok := strings.CutPrefix(name, agentUserPrefix)
+	return node, ok && node != ""
+}
+
 // IsOwnAgent is the CEL expression, for an admission policy, that holds
 // when the request's user is the agent of the node named nodeExpr.
 func IsOwnAgent(nodeExpr string) string {

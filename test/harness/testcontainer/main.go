@@ -5,6 +5,8 @@
 //	testcontainer pause         wait for SIGTERM or SIGINT (a Pod sandbox's pause)
 //	testcontainer serve PORT    answer each TCP connection on PORT with one line,
 //	                            "hello from <hostname>"
+//	testcontainer http PORT     answer each HTTP request on PORT with
+//	                            "hello from <hostname>"
 //	testcontainer echo ARGS...  print ARGS (for exec)
 //	testcontainer write FILE TEXT  write TEXT to FILE (for exec)
 //	testcontainer cat FILE      print FILE (for exec)
@@ -49,7 +51,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testcontainer pause | serve PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
+		return fmt.Errorf("usage: testcontainer pause | serve PORT | http PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
 	}
 	switch args[0] {
 	case "pause":
@@ -62,6 +64,18 @@ func run(args []string) error {
 			return fmt.Errorf("usage: testcontainer serve PORT")
 		}
 		return serve(args[1])
+	case "http":
+		if len(args) != 2 {
+			return fmt.Errorf("usage: testcontainer http PORT")
+		}
+		host, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		fmt.Println("serving HTTP on :" + args[1])
+		return http.ListenAndServe(":"+args[1], http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintln(w, "hello from "+host)
+		}))
 	case "echo":
 		fmt.Println(strings.Join(args[1:], " "))
 		return nil
