@@ -51,10 +51,10 @@ var directDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.S
 type Component struct {
 	sessions tunnel.Sessions
 	caFile   string
-	// authenticate verifies an agent's client certificate against the
-	// cluster CA, read at the first tunnel (the CA is written after
-	// Complete).
-	authenticate func() (authenticator.Request, error)
+	// auth verifies an agent's client certificate against the cluster
+	// CA, read at the first tunnel (the CA is written after Complete).
+	authMu sync.Mutex
+	auth   authenticator.Request
 	// firstTunnel is closed once a tunnel is up: the Nodes are watched
 	// from then on, so that a server no agent joins keeps no copies.
 	firstTunnel     chan struct{}
@@ -66,9 +66,7 @@ type Component struct {
 
 // New returns the component.
 func New() *Component {
-	c := &Component{firstTunnel: make(chan struct{})}
-	c.authenticate = sync.OnceValues(c.newAuthenticator)
-	return c
+	return &Component{firstTunnel: make(chan struct{})}
 }
 
 // Name implements controlplane.Component.
@@ -120,7 +118,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 // ServeHTTP takes a tunnel from a node's agent (nodejoin.AgentUser), as
 // that node's.
 func (c *Component) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	auth, err := c.authenticate()
+	auth, err := c.authenticator()
 	if err != nil {
 		klog.FromContext(r.Context()).Error(err, "Agent tunnels cannot be authenticated")
 		http.Error(w, "the server cannot authenticate agents yet", http.StatusServiceUnavailable)
@@ -141,8 +139,14 @@ func (c *Component) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.firstTunnelOnce.Do(func() { close(c.firstTunnel) })
 }
 
-// newAuthenticator verifies client certificates against the cluster CA.
-func (c *Component) newAuthenticator() (authenticator.Request, error) {
+// authenticator verifies client certificates against the cluster CA,
+// read once it can be.
+func (c *Component) authenticator() (authenticator.Request, error) {
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
+	if c.auth != nil {
+		return c.auth, nil
+	}
 	data, err := os.ReadFile(c.caFile)
 	if err != nil {
 		return nil, err
@@ -157,7 +161,8 @@ func (c *Component) newAuthenticator() (authenticator.Request, error) {
 	}
 	opts := x509request.DefaultVerifyOptions()
 	opts.Roots = roots
-	return x509request.New(opts, x509request.CommonNameUserConversion), nil
+	c.auth = x509request.New(opts, x509request.CommonNameUserConversion)
+	return c.auth, nil
 }
 
 // Dial connects to addr, through the tunnel of the node that holds its
