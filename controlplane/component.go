@@ -3,7 +3,6 @@ package controlplane
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 
@@ -135,7 +135,7 @@ type Needs struct {
 	// network (kube-apiserver's egress selector "cluster": webhooks,
 	// aggregated API servers, the proxy subresources, kubelets); at most
 	// one component sets it. Nil: directly.
-	Egress func(ctx context.Context, network, addr string) (net.Conn, error)
+	Egress utilnet.DialFunc
 	// Endpoints are served on the secure port, by path, before
 	// authentication: each authenticates its callers itself.
 	Endpoints map[string]http.Handler

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -52,8 +52,8 @@ func (cc *completedConfig) anyComponent(need func(Needs) bool) bool {
 }
 
 // egress is the one component's Needs.Egress, if any.
-func (cc *completedConfig) egress() (func(context.Context, string, string) (net.Conn, error), error) {
-	var egress func(context.Context, string, string) (net.Conn, error)
+func (cc *completedConfig) egress() (utilnet.DialFunc, error) {
+	var egress utilnet.DialFunc
 	var by string
 	for _, c := range cc.components {
 		if c.needs.Egress == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"strings"
@@ -14,12 +15,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/kubeboot/kubeboot/internal/platform/tunnel"
 )
 
 // Reconnecting to a server backs off from tunnelBackoffMin to
-// tunnelBackoffMax; a tunnel that lasted tunnelBackoffMax starts over.
+// tunnelBackoffMax; after tunnelBackoffMax without a reconnection (a
+// tunnel that lasted) it starts over.
 const (
 	tunnelBackoffMin = time.Second
 	tunnelBackoffMax = 30 * time.Second
@@ -84,37 +87,18 @@ func (t *tunnels) set(ctx context.Context, servers []string) {
 // reconnects, until ctx is done.
 func (t *tunnels) keep(ctx context.Context, server string) {
 	logger := klog.FromContext(ctx).WithValues("server", server)
-	backoff := tunnelBackoffMin
-	for ctx.Err() == nil {
-		start := time.Now()
+	reconnect := wait.Backoff{Duration: tunnelBackoffMin, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: tunnelBackoffMax}
+	_ = reconnect.DelayWithReset(clock.RealClock{}, tunnelBackoffMax).Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		conn, err := tunnel.Connect(ctx, server, t.tlsConfig)
 		if err != nil {
 			logger.V(2).Info("No tunnel to the server yet", "err", err)
-		} else {
-			logger.V(2).Info("Opened a tunnel to the server")
-			err := tunnel.Serve(ctx, conn, t.allow)
-			logger.V(2).Info("The tunnel to the server closed", "err", err)
+			return false, nil
 		}
-		if time.Since(start) > tunnelBackoffMax {
-			backoff = tunnelBackoffMin
-		}
-		if !sleep(ctx, wait.Jitter(backoff, 0.2)) {
-			return
-		}
-		backoff = min(2*backoff, tunnelBackoffMax)
-	}
-}
-
-// sleep waits d, or less if ctx ends first: false then.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+		logger.V(2).Info("Opened a tunnel to the server")
+		err = tunnel.Serve(ctx, conn, t.allow)
+		logger.V(2).Info("The tunnel to the server closed", "err", err)
+		return false, nil
+	})
 }
 
 // allowed is what the node dials for a server: addresses in pods, and

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -89,32 +90,11 @@ func testTwoNodes(t *testing.T, backend string) {
 	defer cancel()
 
 	for _, name := range []string{nodeName, agentNodeName} {
-		node := waitNode(ctx, t, client, name)
-		if !podNetworkUp(node) {
-			err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-				n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-				return err == nil && podNetworkUp(n), nil
-			})
-			if err != nil {
-				t.Fatalf("node %s's pod network is not up: %v", name, err)
-			}
-		}
+		waitNode(ctx, t, client, name)
+		waitPodNetwork(ctx, t, client, name)
 	}
-
-	web := func(name, node string) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault, Labels: map[string]string{"app": name}},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
-				Name: "web", Image: harness.TestImage, ImagePullPolicy: corev1.PullNever,
-				Args:  []string{"serve", "8080"},
-				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-				ReadinessProbe: &corev1.Probe{PeriodSeconds: 1,
-					ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}},
-			}}},
-		}
-	}
-	webA := runPod(ctx, t, client, web("web-a", nodeName))
-	webB := runPod(ctx, t, client, web("web-b", agentNodeName))
+	webA := runPod(ctx, t, client, webPod("web-a", nodeName, "serve"))
+	webB := runPod(ctx, t, client, webPod("web-b", agentNodeName, "serve"))
 
 	t.Run("the backend routes the other node's pod CIDR", func(t *testing.T) {
 		n, err := client.CoreV1().Nodes().Get(ctx, agentNodeName, metav1.GetOptions{})
@@ -210,6 +190,34 @@ func checkServerLoss(ctx context.Context, t *testing.T, srv *harness.APIServer, 
 	waitHello(t, net.JoinHostPort(pod.Status.PodIP, "8080"), "hello from "+pod.Name)
 }
 
+// waitPodNetwork waits until node name's pod network is up.
+func waitPodNetwork(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) {
+	t.Helper()
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && podNetworkUp(n), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s's pod network is not up: %v", name, err)
+	}
+}
+
+// webPod is a Pod on node, labelled app=name, whose test container
+// answers on port 8080 with command ("serve": a line over TCP; "http":
+// over HTTP), ready once the port is open.
+func webPod(name, node, command string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
+			Name: "web", Image: harness.TestImage, ImagePullPolicy: corev1.PullNever,
+			Args:  []string{command, "8080"},
+			Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1,
+				ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}},
+		}}},
+	}
+}
+
 // runAgentMachine is TestTwoNodes's second machine: `kubeboot agent`,
 // joined with the token the server's machine writes to env["token"].
 func runAgentMachine(t *testing.T, env map[string]string) {
@@ -260,23 +268,8 @@ func TestAgentlessServer(t *testing.T) {
 	client := srv.MustClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		n, err := client.CoreV1().Nodes().Get(ctx, agentNodeName, metav1.GetOptions{})
-		return err == nil && podNetworkUp(n), nil
-	})
-	if err != nil {
-		t.Fatalf("node %s's pod network is not up: %v", agentNodeName, err)
-	}
-	pod := runPod(ctx, t, client, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-b", Namespace: metav1.NamespaceDefault, Labels: map[string]string{"app": "web-b"}},
-		Spec: corev1.PodSpec{NodeName: agentNodeName, Containers: []corev1.Container{{
-			Name: "web", Image: harness.TestImage, ImagePullPolicy: corev1.PullNever,
-			Args:  []string{"http", "8080"},
-			Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1,
-				ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}},
-		}}},
-	})
+	waitPodNetwork(ctx, t, client, agentNodeName)
+	pod := runPod(ctx, t, client, webPod("web-b", agentNodeName, "http"))
 	podAddr := net.JoinHostPort(pod.Status.PodIP, "8080")
 
 	t.Run("this host is not on the pod network", func(t *testing.T) {
@@ -304,6 +297,7 @@ func TestAgentlessServer(t *testing.T) {
 		}
 		var out []byte
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			var err error
 			out, err = client.CoreV1().Services(svc.Namespace).ProxyGet("http", svc.Name, "http", "/", nil).DoRaw(ctx)
 			return err == nil && string(out) == "hello from web-b\n", nil
 		})
