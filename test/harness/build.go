@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kubeboot/kubeboot/internal/components/containerruntime/embedded"
 )
 
 // BinEnv names the environment variable holding a prebuilt kubeboot binary;
@@ -62,14 +65,30 @@ func Binary() (string, error) {
 	return buildPath, buildErr
 }
 
-// Build builds this module's ./cmd/kubeboot into dir and returns the
+// Build builds this module's ./cmd/kubeboot into dir, as hack/release.sh
+// does: with containerd's own runc shim embedded (embedded.ShimOverlay),
+// so that the tests' Pods run on the shim a release's do. It returns the
 // binary's path.
 func Build(dir string) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
-	return goBuild(root, filepath.Join(dir, "kubeboot"), "./cmd/kubeboot", "-tags", BuildTags)
+	shim, err := goBuild(root, filepath.Join(dir, embedded.ShimName), embedded.ShimPackage)
+	if err != nil {
+		return "", err
+	}
+	overlay, err := json.Marshal(map[string]map[string]string{
+		"Replace": {filepath.Join(root, embedded.ShimOverlay): shim},
+	})
+	if err != nil {
+		return "", err
+	}
+	overlayFile := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o600); err != nil {
+		return "", err
+	}
+	return goBuild(root, filepath.Join(dir, "kubeboot"), "./cmd/kubeboot", "-tags", BuildTags, "-overlay", overlayFile)
 }
 
 // BuildTags are the build tags of kubeboot's releases (hack/release.sh),

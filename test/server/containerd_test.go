@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/internal/components/containerruntime/embedded"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -133,6 +134,15 @@ func TestServerNodeContainerd(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitHello(t, net.JoinHostPort(svc.Spec.ClusterIP, "80"), hello)
+	})
+
+	t.Run("the Pods run on containerd's own shim", func(t *testing.T) {
+		// The tests' kubeboot embeds it, as a release does (harness.Build):
+		// each Pod's shim runs that program, not kubeboot through a link.
+		shim := filepath.Join(nodeDir, "bin", embedded.ShimName)
+		if n := processesOf(t, shim); n < 2 {
+			t.Errorf("%d processes run %s, want a shim for each of the 2 Pods", n, shim)
+		}
 	})
 
 	t.Run("a corrupt air-gap tarball is named and skipped", func(t *testing.T) {
@@ -455,4 +465,20 @@ func checkWebKept(ctx context.Context, t *testing.T, srv *harness.APIServer, cli
 	if err != nil || p.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("the web Pod after %s: %v; want it never restarted", event, err)
 	}
+}
+
+// processesOf counts the processes (visible here) whose executable is path.
+func processesOf(t *testing.T, path string) int {
+	t.Helper()
+	exes, err := filepath.Glob("/proc/[0-9]*/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, exe := range exes {
+		if target, err := os.Readlink(exe); err == nil && target == path {
+			n++
+		}
+	}
+	return n
 }

@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -289,5 +291,73 @@ func TestHostChecks(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("the checks wrote %s", dir)
+	}
+}
+
+// TestInstallShim: the embedded lean shim is written once and rewritten
+// only when it differs (a larger, a smaller or a changed file, or the old
+// link to this binary); without one, the shim is a link to this binary.
+func TestInstallShim(t *testing.T) {
+	shim := bytes.Repeat([]byte("shim"), 40_000) // not a multiple of the compare buffer
+	lean := func(data []byte) func() (fs.File, bool, error) {
+		return func() (fs.File, bool, error) {
+			f, err := fstest.MapFS{"shim": {Data: data, Mode: 0o755}}.Open("shim")
+			return f, true, err
+		}
+	}
+	none := func() (fs.File, bool, error) { return nil, false, nil }
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := bytes.Clone(shim)
+	changed[len(changed)-1] = 'x'
+	for _, tc := range []struct {
+		name   string
+		before func(path string) error
+		open   func() (fs.File, bool, error)
+		// kept: the file there is left as it is, not rewritten.
+		kept bool
+	}{
+		{"fresh", func(string) error { return nil }, lean(shim), false},
+		{"same", func(p string) error { return os.WriteFile(p, shim, 0o755) }, lean(shim), true},
+		{"changed", func(p string) error { return os.WriteFile(p, changed, 0o755) }, lean(shim), false},
+		{"shorter", func(p string) error { return os.WriteFile(p, shim[:100], 0o755) }, lean(shim), false},
+		{"longer", func(p string) error { return os.WriteFile(p, append(bytes.Clone(shim), 0), 0o755) }, lean(shim), false},
+		{"the old link", func(p string) error { return os.Symlink(exe, p) }, lean(shim), false},
+		{"no lean shim", func(string) error { return nil }, none, false},
+		{"no lean shim, a lean one there", func(p string) error { return os.WriteFile(p, shim, 0o755) }, none, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "containerd-shim-runc-v2")
+			if err := tc.before(path); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.Lstat(path)
+			if err := installShim(dir, tc.open); err != nil {
+				t.Fatalf("installShim: %v", err)
+			}
+			fi, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := before != nil && os.SameFile(before, fi) && before.Mode() == fi.Mode(); kept != tc.kept {
+				t.Errorf("the file there kept: %v, want %v", kept, tc.kept)
+			}
+			if _, ok, _ := tc.open(); !ok {
+				if target, err := os.Readlink(path); err != nil || target != exe {
+					t.Fatalf("shim is %v (%v), want a link to %s", fi.Mode(), err, exe)
+				}
+				return
+			}
+			got, err := os.ReadFile(path)
+			if err != nil || !bytes.Equal(got, shim) || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o755 {
+				t.Fatalf("shim: %d bytes, mode %v, %v; want the lean shim's %d bytes, executable", len(got), fi.Mode(), err, len(shim))
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("%d files in the shim's directory, want only the shim", len(entries))
+			}
+		})
 	}
 }

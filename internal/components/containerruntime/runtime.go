@@ -1,9 +1,11 @@
 package containerruntime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -24,7 +26,7 @@ import (
 const (
 	// dirName holds its configuration, root, state, socket and log.
 	dirName = "containerd"
-	// binDirName holds the link named after the runc shim, first on
+	// binDirName holds the runc shim (installShim), first on
 	// containerd's PATH.
 	binDirName = "bin"
 	// ImagesDirName holds the air-gap image tarballs imported before
@@ -185,18 +187,96 @@ func (s *setup) write() error {
 			return fmt.Errorf("registry %s's hosts.toml: %w", dir, err)
 		}
 	}
+	return installShim(s.binDir, embedded.LeanShim)
+}
+
+// installShim puts the runc shim that containerd runs in binDir, first on
+// its PATH: the lean shim lean opens (embedded.LeanShim), rewritten only
+// when it differs from the one there (a running shim keeps its old file),
+// or, when there is none, a link to this binary.
+func installShim(binDir string, lean func() (fs.File, bool, error)) error {
+	path := filepath.Join(binDir, embedded.ShimName)
+	if same, err := sameFile(path, lean); err != nil || same {
+		return err
+	}
+	shim, ok, err := lean()
+	if err != nil {
+		return fmt.Errorf("the embedded runc shim: %w", err)
+	}
+	if !ok {
+		return linkSelf(path)
+	}
+	defer shim.Close()
+	tmp, err := os.CreateTemp(binDir, "."+embedded.ShimName+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, shim)
+	if err == nil {
+		err = tmp.Chmod(0o755)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("writing the runc shim: %w", err)
+	}
+	return nil
+}
+
+// sameFile reports whether path is a file holding exactly what open
+// opens; false if open finds nothing.
+func sameFile(path string, open func() (fs.File, bool, error)) (bool, error) {
+	shim, ok, err := open()
+	if err != nil || !ok {
+		return false, err
+	}
+	defer shim.Close()
+	want, err := shim.Stat()
+	if err != nil {
+		return false, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, nil
+	}
+	defer f.Close()
+	if have, err := f.Stat(); err != nil || !have.Mode().IsRegular() || have.Size() != want.Size() {
+		return false, nil
+	}
+	a, b := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		n, errA := io.ReadFull(shim, a)
+		m, errB := io.ReadFull(f, b)
+		if !bytes.Equal(a[:n], b[:m]) {
+			return false, nil
+		}
+		if errA != nil || errB != nil {
+			// Equal sizes: both end at the same read, with the same error.
+			return errA == errB && (errA == io.EOF || errA == io.ErrUnexpectedEOF), nil
+		}
+	}
+}
+
+// linkSelf makes path a link to this binary, which runs as the runc shim
+// when invoked by that name (embedded.IsShim).
+func linkSelf(path string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	link := filepath.Join(s.binDir, embedded.ShimName)
-	if target, err := os.Readlink(link); err == nil && target == exe {
+	if target, err := os.Readlink(path); err == nil && target == exe {
 		return nil
 	}
-	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	klog.V(2).InfoS("The runc shim is this binary: it embeds no lean shim (hack/release.sh builds one in)", "path", path)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := os.Symlink(exe, link); err != nil {
+	if err := os.Symlink(exe, path); err != nil {
 		return fmt.Errorf("the runc shim's link: %w", err)
 	}
 	return nil
