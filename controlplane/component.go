@@ -63,10 +63,12 @@ type Settings struct {
 	// DNS's zone and address, which the kubelets are given.
 	ClusterDomain string
 	ClusterDNS    netip.Addr
-	// PodNetwork, LocalStorage and EmbeddedRegistry are Config's.
+	// PodNetwork, LocalStorage, EmbeddedRegistry and NetworkPolicy are
+	// Config's.
 	PodNetwork       PodNetwork
 	LocalStorage     bool
 	EmbeddedRegistry bool
+	NetworkPolicy    bool
 	// Progress is Config.Progress: where a component whose start can take
 	// long reports how far it has come. Nil: nowhere.
 	Progress func(ProgressUpdate)
@@ -166,6 +168,7 @@ func (cc *completedConfig) componentSettings() Settings {
 		PodNetwork:                   cc.PodNetwork,
 		LocalStorage:                 cc.LocalStorage,
 		EmbeddedRegistry:             cc.EmbeddedRegistry,
+		NetworkPolicy:                cc.NetworkPolicy,
 		Progress:                     cc.Progress,
 		kubeconfigs:                  &cc.componentKubeconfigs,
 	}

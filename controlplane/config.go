@@ -188,6 +188,10 @@ type Config struct {
 	// registries their registries.yaml mirrors (registrymirror;
 	// --embedded-registry).
 	EmbeddedRegistry bool
+	// NetworkPolicy is whether the nodes of `--node` and the agents
+	// enforce the NetworkPolicies of their Pods (networkpolicy), on
+	// kubeboot's pod network.
+	NetworkPolicy bool
 
 	// Authentication is kube-apiserver's authentication group: client
 	// certificates (--client-ca-file: CAs accepted besides the generated

@@ -9,7 +9,9 @@
 #   hack/conformance/run.sh [REPORT_DIR]
 #
 # PROCS (default 4) sets ginkgo's parallel processes; FOCUS, a regexp,
-# runs only the [Conformance] specs it matches; CONFORMANCE_CACHE keeps
+# runs only the [Conformance] specs it matches; LABELS, a ginkgo label
+# filter, runs the specs it selects instead of [Conformance]'s (upstream's
+# NetworkPolicy specs: LABELS='Feature: containsAny NetworkPolicy'); CONFORMANCE_CACHE keeps
 # the build (default ~/.cache/kubeboot/conformance); AGENTLESS=1 runs on
 # a server that is no node and two agents instead of `server --node` and
 # one agent.
@@ -38,7 +40,8 @@ fi
 mkdir -p "$report" "$cache"
 echo "report: $report (progress: tail -f $report/*/e2e.log)"
 args=(-conformance.report="$report" -conformance.cache="$cache")
-if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); else args+=(-conformance.full); fi
+if [ -n "${LABELS:-}" ]; then args+=(-conformance.labels="$LABELS"); fi
+if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); elif [ -z "${LABELS:-}" ]; then args+=(-conformance.full); fi
 if [ -n "${PROCS:-}" ]; then args+=(-conformance.procs="$PROCS"); fi
 test=TestConformance
 if [ -n "${AGENTLESS:-}" ]; then test=TestConformanceAgentless; fi

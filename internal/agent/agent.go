@@ -189,6 +189,7 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 		PodNetwork:       controlplane.PodNetwork{ClusterCIDR: creds.ClusterCIDR, Backend: creds.FlannelBackend},
 		LocalStorage:     creds.LocalStorage,
 		EmbeddedRegistry: creds.EmbeddedRegistry,
+		NetworkPolicy:    creds.NetworkPolicy,
 		BootstrapToken:   func(context.Context) (string, error) { return creds.BootstrapToken, nil },
 		WriteProxyKubeconfig: func(path string) error {
 			return o.writeKubeconfig(path, "kube-proxy's certificate", client.CA, creds.ProxyCert, creds.ProxyKey)

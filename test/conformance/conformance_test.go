@@ -37,6 +37,9 @@ var (
 	procs = flag.Int("conformance.procs", 4, "ginkgo's parallel processes for the non-[Serial] specs")
 	focus = flag.String("conformance.focus", "",
 		"a ginkgo --focus regexp choosing among the [Conformance] specs, instead of the slice or -conformance.full's all")
+	labels = flag.String("conformance.labels", "",
+		"a ginkgo --label-filter choosing other specs than the [Conformance] ones, in parallel (with -conformance.focus: those it also matches), "+
+			"e.g. 'Feature: containsAny NetworkPolicy', upstream's NetworkPolicy specs")
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -330,6 +333,8 @@ func runCluster(ctx context.Context, t *testing.T, a artifacts, sh shape) {
 	e := e2eRun{a: a, kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"), kubectl: kubectl}
 	results := map[string]Result{}
 	switch {
+	case *labels != "":
+		results["labels"] = e.run(ctx, t, "labels", *labels, *focus, *procs)
 	case *focus != "":
 		results["focus"] = e.run(ctx, t, "focus", "Conformance", *focus, *procs)
 	case *full:
@@ -349,9 +354,9 @@ func runCluster(ctx context.Context, t *testing.T, a artifacts, sh shape) {
 	}
 	for name, r := range results {
 		if r.Failed > 0 {
-			t.Errorf("%s: %d of %d [Conformance] specs failed (reports in %s)", name, r.Failed, r.Failed+r.Passed, a.Report)
+			t.Errorf("%s: %d of %d specs failed (reports in %s)", name, r.Failed, r.Failed+r.Passed, a.Report)
 		}
-		if *focus == "" && !*full && r.Passed != len(sliceSpecs) {
+		if *focus == "" && !*full && *labels == "" && r.Passed != len(sliceSpecs) {
 			t.Errorf("%s: %d specs passed, want the slice's %d", name, r.Passed, len(sliceSpecs))
 		}
 	}

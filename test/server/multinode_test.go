@@ -153,6 +153,8 @@ func testTwoNodes(t *testing.T, backend string) {
 		}
 	})
 
+	t.Run("NetworkPolicy", func(t *testing.T) { checkNetworkPolicy(ctx, t, srv, client, webA, webB) })
+
 	// Last: it restarts the server.
 	t.Run("the agent's node keeps its Pods while the server is gone, and reconnects", func(t *testing.T) {
 		checkServerLoss(ctx, t, srv, bin, serverArgs, webB)

@@ -22,6 +22,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/kubeletserving"
 	"github.com/kubeboot/kubeboot/internal/components/kubescheduler"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
+	"github.com/kubeboot/kubeboot/internal/components/networkpolicy"
 	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/components/servicelb"
 	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
@@ -76,9 +77,10 @@ var sharedLeaderElectionFlags = []string{"leader-elect", "leader-elect-lease-dur
 
 // disableable are the pieces --disable leaves out: coredns, the cluster
 // DNS (clusterdns), local-storage, the default StorageClass and its
-// volumes on the nodes (localstorage), and servicelb, LoadBalancer
-// Services on the nodes' addresses (servicelb).
-var disableable = []string{"coredns", "local-storage", "servicelb"}
+// volumes on the nodes (localstorage), servicelb, LoadBalancer Services
+// on the nodes' addresses (servicelb), and network-policy, the nodes'
+// enforcement of NetworkPolicy (networkpolicy).
+var disableable = []string{"coredns", "local-storage", "servicelb", "network-policy"}
 
 // NewServer returns the flag defaults.
 func NewServer() (*Server, error) {
@@ -268,6 +270,10 @@ func (o *Server) Config() controlplane.Config {
 	}
 	if !slices.Contains(o.Disable, "servicelb") {
 		c.Components = append(c.Components, servicelb.New())
+	}
+	if !slices.Contains(o.Disable, "network-policy") {
+		c.NetworkPolicy = true
+		c.Components = append(c.Components, networkpolicy.New())
 	}
 	if o.SimulatedNodes.Count > 0 {
 		// The nodes take their pod CIDRs from kube-controller-manager when

@@ -118,10 +118,12 @@ type clusterSettings struct {
 	PodNetwork       controlplane.PodNetwork `json:"podNetwork"`
 	LocalStorage     bool                    `json:"localStorage"`
 	EmbeddedRegistry bool                    `json:"embeddedRegistry,omitempty"`
+	NetworkPolicy    bool                    `json:"networkPolicy,omitempty"`
 }
 
 func writeClusterSettings(dir string, c Cluster) error {
-	data, err := json.Marshal(clusterSettings{PodNetwork: c.PodNetwork, LocalStorage: c.LocalStorage, EmbeddedRegistry: c.EmbeddedRegistry})
+	data, err := json.Marshal(clusterSettings{PodNetwork: c.PodNetwork, LocalStorage: c.LocalStorage,
+		EmbeddedRegistry: c.EmbeddedRegistry, NetworkPolicy: c.NetworkPolicy})
 	if err != nil {
 		return err
 	}
@@ -138,6 +140,6 @@ func readClusterSettings(dir string, c *Cluster) error {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	c.PodNetwork, c.LocalStorage, c.EmbeddedRegistry = s.PodNetwork, s.LocalStorage, s.EmbeddedRegistry
+	c.PodNetwork, c.LocalStorage, c.EmbeddedRegistry, c.NetworkPolicy = s.PodNetwork, s.LocalStorage, s.EmbeddedRegistry, s.NetworkPolicy
 	return nil
 }

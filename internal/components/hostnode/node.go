@@ -25,10 +25,15 @@ import (
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
+	"github.com/kubeboot/kubeboot/internal/components/networkpolicy"
 	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
 	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 )
+
+// policySyncTimeout bounds how long the kubelet waits for the node's
+// first NetworkPolicy ruleset (the node's informers' first list).
+const policySyncTimeout = 30 * time.Second
 
 // kubeletStopTimeout bounds how long the kubelet may take to exit after
 // SIGTERM before it is killed.
@@ -70,6 +75,9 @@ type Cluster struct {
 	// EmbeddedRegistry is whether the node serves the other nodes the
 	// images its runtime holds and asks them first (registrymirror).
 	EmbeddedRegistry bool
+	// NetworkPolicy is whether the node enforces its Pods'
+	// NetworkPolicies (networkpolicy), on kubeboot's pod network.
+	NetworkPolicy bool
 	// BootstrapToken returns the kubelet's bootstrap token for its first
 	// client certificate; it is called only while the node has not
 	// joined (Joined).
@@ -160,6 +168,24 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		runtime.Wait()
 	}()
 
+	// The node's Pods' NetworkPolicies are in place before the kubelet
+	// starts a Pod (its containers survive a restart of the node: the
+	// table stays in the kernel meanwhile).
+	policyDone := make(chan error, 1)
+	if c.NetworkPolicy && c.PodNetwork.Enabled() {
+		enforcer := networkpolicy.NewEnforcer(networkpolicy.Node{Name: o.nodeName, Client: agent})
+		go func() { policyDone <- enforcer.Run(ctx) }()
+		select {
+		case <-enforcer.Synced():
+		case <-time.After(policySyncTimeout):
+			logger.Info("The node's NetworkPolicy ruleset is not written yet; starting the kubelet, its Pods are unprotected until it is", "waited", policySyncTimeout)
+		case <-ctx.Done():
+			return nil
+		}
+	} else if c.NetworkPolicy {
+		logger.Info("NetworkPolicy is left to the node's CNI (--flannel-backend=none)")
+	}
+
 	kubeletCtx, stopKubelet := context.WithCancel(ctx)
 	defer stopKubelet()
 	kubelet, err := o.startKubelet(kubeletCtx, dir, kubeletConfig, bootstrapKubeconfig, runtime.Endpoint)
@@ -210,6 +236,8 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		return stopped("kube-proxy", err)
 	case err := <-networkDone:
 		return stopped("the pod network", err)
+	case err := <-policyDone:
+		return stopped("NetworkPolicy", err)
 	case <-ctx.Done():
 		<-kubeletDone
 		return nil
@@ -230,6 +258,7 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server, settings cont
 		PodNetwork:       settings.PodNetwork,
 		LocalStorage:     settings.LocalStorage,
 		EmbeddedRegistry: settings.EmbeddedRegistry,
+		NetworkPolicy:    settings.NetworkPolicy,
 		BootstrapToken: func(ctx context.Context) (string, error) {
 			password, stored, err := Password(dir)
 			if err != nil {

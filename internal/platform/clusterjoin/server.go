@@ -74,6 +74,9 @@ type AgentCredentials struct {
 	// EmbeddedRegistry is whether the nodes serve each other images
 	// (registrymirror).
 	EmbeddedRegistry bool `json:"embeddedRegistry,omitempty"`
+	// NetworkPolicy is whether the node enforces its Pods'
+	// NetworkPolicies (networkpolicy).
+	NetworkPolicy bool `json:"networkPolicy,omitempty"`
 	// AgentCert and AgentKey are the client certificate and key of the
 	// node's agent (nodejoin.AgentUser): its pod network and local
 	// storage act with them.

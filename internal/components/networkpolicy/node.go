@@ -1,0 +1,293 @@
+package networkpolicy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/knftables"
+)
+
+// ConditionType is the Node condition a node reports its enforcement in,
+// as flannel reports the pod network's in NetworkUnavailable: False once
+// the node enforces its Pods' policies, True (with the reason) when it
+// cannot.
+const ConditionType corev1.NodeConditionType = "NetworkPolicyUnavailable"
+
+// The condition's reasons, and the events' (on the Node and on a policy).
+const (
+	ReasonEnforced          = "NetworkPolicyEnforced"
+	ReasonNFTUnavailable    = "NFTablesUnavailable"
+	ReasonSyncFailed        = "NetworkPolicySyncFailed"
+	ReasonPolicyUnsupported = "NetworkPolicyUnsupported"
+)
+
+// Defaults of Node's intervals.
+const (
+	// DefaultMinSyncInterval batches the changes of a moment into one
+	// transaction.
+	DefaultMinSyncInterval = 100 * time.Millisecond
+	// DefaultResyncInterval rewrites the table even when nothing changed,
+	// undoing what another program did to it.
+	DefaultResyncInterval = time.Minute
+)
+
+// maxRetryInterval bounds the back-off after a failed transaction.
+const maxRetryInterval = 30 * time.Second
+
+// Node is a node whose own Pods' NetworkPolicies an Enforcer enforces.
+type Node struct {
+	// Name is the Node's name.
+	Name string
+	// Client is the node's agent's (nodejoin.AgentUser): it reads Pods,
+	// Namespaces and NetworkPolicies, and writes the Node's condition and
+	// events.
+	Client kubernetes.Interface
+	// MinSyncInterval and ResyncInterval default to DefaultMinSyncInterval
+	// and DefaultResyncInterval.
+	MinSyncInterval, ResyncInterval time.Duration
+}
+
+// Enforcer keeps the node's nftables table as the cluster's
+// NetworkPolicies say for the node's Pods.
+type Enforcer struct {
+	node   Node
+	nft    knftables.Interface
+	synced chan struct{}
+	// newNFT opens the table (knftables.New, or a fake in tests).
+	newNFT func() (knftables.Interface, error)
+}
+
+// NewEnforcer returns an Enforcer for n.
+func NewEnforcer(n Node) *Enforcer {
+	if n.MinSyncInterval == 0 {
+		n.MinSyncInterval = DefaultMinSyncInterval
+	}
+	if n.ResyncInterval == 0 {
+		n.ResyncInterval = DefaultResyncInterval
+	}
+	return &Enforcer{node: n, synced: make(chan struct{}), newNFT: func() (knftables.Interface, error) {
+		return knftables.New(knftables.InetFamily, TableName)
+	}}
+}
+
+// Synced is closed once the first ruleset is in place, or once the node
+// has found it cannot enforce policies: the node starts its Pods after
+// it, so that none runs unprotected for a moment.
+func (e *Enforcer) Synced() <-chan struct{} { return e.synced }
+
+// Run enforces the policies until ctx is done. A node whose kernel or nft
+// cannot hold the table says so in one line and in its Node's condition,
+// and runs on without enforcing: it does not stop the node.
+func (e *Enforcer) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("networkpolicy")
+	ctx = klog.NewContext(ctx, logger)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.node.Client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubeboot-network-policy", Host: e.node.Name})
+	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: e.node.Name, UID: types.UID(e.node.Name)}
+	conditions := make(chan corev1.NodeCondition, 1)
+	go e.reportConditions(ctx, conditions)
+	report := func(c corev1.NodeCondition) {
+		select {
+		case <-conditions:
+		default:
+		}
+		conditions <- c
+	}
+
+	nft, err := e.newNFT()
+	if err != nil {
+		logger.Error(err, "NetworkPolicy is NOT enforced on this node: nftables is not usable (kernel nf_tables, and the nft command)")
+		recorder.Event(nodeRef, corev1.EventTypeWarning, ReasonNFTUnavailable, "NetworkPolicy is not enforced on this node: "+err.Error())
+		report(condition(corev1.ConditionTrue, ReasonNFTUnavailable, err.Error()))
+		close(e.synced)
+		<-ctx.Done()
+		return nil
+	}
+	e.nft = nft
+
+	factory := informers.NewSharedInformerFactory(e.node.Client, 0)
+	pods := factory.Core().V1().Pods()
+	namespaces := factory.Core().V1().Namespaces()
+	policies := factory.Networking().V1().NetworkPolicies()
+	changed := make(chan struct{}, 1)
+	trigger := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { trigger() },
+		UpdateFunc: func(any, any) { trigger() },
+		DeleteFunc: func(any) { trigger() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), namespaces.Informer(), policies.Informer()} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return err
+		}
+	}
+	factory.StartWithContext(ctx)
+	defer factory.Shutdown()
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok && ctx.Err() == nil {
+			return fmt.Errorf("the %v informer did not sync", typ)
+		}
+	}
+
+	backoff := wait.Backoff{Duration: e.node.MinSyncInterval, Factor: 2, Steps: 1 << 30, Cap: maxRetryInterval}
+	resync := time.NewTicker(e.node.ResyncInterval)
+	defer resync.Stop()
+	reported := map[string]string{} // policy -> the last unsupported message
+	var failing bool
+	for {
+		start := time.Now()
+		s := state{node: e.node.Name}
+		s.pods, _ = pods.Lister().List(labels.Everything())
+		s.namespaces, _ = namespaces.Lister().List(labels.Everything())
+		s.policies, _ = policies.Lister().List(labels.Everything())
+		tx := nft.NewTransaction()
+		invalid := ruleset(tx, s)
+		err := nft.Run(ctx, tx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		retry := time.Duration(0)
+		if err != nil {
+			// The transaction is all or nothing: the previous ruleset
+			// stays in place.
+			logger.Error(err, "Writing the NetworkPolicy ruleset failed; the previous one stays and it is tried again")
+			recorder.Event(nodeRef, corev1.EventTypeWarning, ReasonSyncFailed, "Writing the NetworkPolicy ruleset failed: "+err.Error())
+			report(condition(corev1.ConditionTrue, ReasonSyncFailed, err.Error()))
+			failing = true
+			retry = backoff.Step()
+		} else {
+			logger.V(2).Info("Wrote the NetworkPolicy ruleset", "policies", len(s.policies), "pods", len(s.pods), "elapsed", time.Since(start))
+			if failing || !isClosed(e.synced) {
+				report(condition(corev1.ConditionFalse, ReasonEnforced, "The node enforces its Pods' NetworkPolicies"))
+			}
+			failing = false
+			backoff = wait.Backoff{Duration: e.node.MinSyncInterval, Factor: 2, Steps: 1 << 30, Cap: maxRetryInterval}
+			if !isClosed(e.synced) {
+				close(e.synced)
+			}
+			e.reportInvalid(recorder, invalid, reported, s.policies)
+		}
+		// At most one transaction per MinSyncInterval: what changes in
+		// between is written together.
+		if wait := e.node.MinSyncInterval - time.Since(start); wait > retry {
+			retry = wait
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(retry):
+		}
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-changed:
+			case <-resync.C:
+			}
+		}
+	}
+}
+
+// reportInvalid records an event on each policy whose part the dataplane
+// could not read, once per message.
+func (e *Enforcer) reportInvalid(recorder record.EventRecorder, invalid []error, reported map[string]string, policies []*networkingv1.NetworkPolicy) {
+	byName := map[string]*networkingv1.NetworkPolicy{}
+	for _, np := range policies {
+		byName[np.Namespace+"/"+np.Name] = np
+	}
+	for _, err := range invalid {
+		var pe *policyError
+		if !errors.As(err, &pe) {
+			continue
+		}
+		np := byName[pe.policy]
+		if np == nil || reported[pe.policy] == err.Error() {
+			continue
+		}
+		reported[pe.policy] = err.Error()
+		recorder.Event(np, corev1.EventTypeWarning, ReasonPolicyUnsupported,
+			"Not enforced as written; the part that cannot be read allows nothing: "+err.Error())
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func condition(status corev1.ConditionStatus, reason, message string) corev1.NodeCondition {
+	now := metav1.Now()
+	return corev1.NodeCondition{Type: ConditionType, Status: status, Reason: reason, Message: message,
+		LastTransitionTime: now, LastHeartbeatTime: now}
+}
+
+// reportConditions writes the latest condition to the Node's status,
+// retrying until the Node exists (the kubelet registers it after the
+// first ruleset is written) and the write succeeds.
+func (e *Enforcer) reportConditions(ctx context.Context, conditions <-chan corev1.NodeCondition) {
+	logger := klog.FromContext(ctx)
+	var last corev1.NodeCondition
+	for {
+		var c corev1.NodeCondition
+		select {
+		case <-ctx.Done():
+			return
+		case c = <-conditions:
+		}
+		if c.Status == last.Status && c.Reason == last.Reason && c.Message == last.Message {
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{c}}})
+		if err != nil {
+			logger.Error(err, "NetworkPolicy condition")
+			continue
+		}
+		err = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: time.Second, Factor: 2, Cap: maxRetryInterval, Steps: 1 << 30},
+			func(ctx context.Context) (bool, error) {
+				_, err := e.node.Client.CoreV1().Nodes().PatchStatus(ctx, e.node.Name, patch)
+				if err != nil {
+					logger.V(2).Info("Reporting the NetworkPolicy condition", "err", err)
+				}
+				return err == nil, nil
+			})
+		if err == nil {
+			last = c
+		}
+	}
+}
+
+// policyError is a part of a policy the dataplane cannot read.
+type policyError struct {
+	policy string
+	err    error
+}
+
+func (e *policyError) Error() string { return fmt.Sprintf("NetworkPolicy %s: %v", e.policy, e.err) }
+func (e *policyError) Unwrap() error { return e.err }

@@ -1,0 +1,147 @@
+package server
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeboot/kubeboot/internal/components/networkpolicy"
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+// checkNetworkPolicy checks the nodes' enforcement of NetworkPolicy on a
+// two-node cluster: web-a on the server's node and web-b on the agent's,
+// in the default namespace, each serving on 8080, web-a also behind the
+// Service web-a (port 80). It adds a Pod in another namespace on the
+// agent's node, and leaves no policy behind.
+func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServer, client kubernetes.Interface, webA, webB *corev1.Pod) {
+	for _, name := range []string{nodeName, agentNodeName} {
+		waitNodeCondition(ctx, t, client, name, networkpolicy.ConditionType, corev1.ConditionFalse)
+	}
+	other := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "np-other", Labels: map[string]string{"team": "other"}}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	outsider := webPod("outsider", agentNodeName, "serve")
+	outsider.Namespace = other.Name
+	outsider = runPod(ctx, t, client, outsider)
+	a := net.JoinHostPort(webA.Status.PodIP, "8080")
+	o := net.JoinHostPort(outsider.Status.PodIP, "8080")
+	const svcA = "web-a.default.svc.cluster.local:80"
+
+	policies := client.NetworkingV1().NetworkPolicies(metav1.NamespaceDefault)
+	port := intstr.FromInt32(8080)
+	// web-a takes only web-b, on 8080, whatever the path.
+	onlyB := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-a-from-web-b"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-a"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-b"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
+			}},
+		},
+	}
+	if _, err := policies.Create(ctx, onlyB, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("ingress: a selected peer on the other node reaches the Pod, by IP and through its Service", func(t *testing.T) {
+		waitReach(ctx, t, srv, outsider, a, false)
+		waitReach(ctx, t, srv, webB, a, true)
+		waitReach(ctx, t, srv, webB, svcA, true)
+	})
+	t.Run("ingress: a Pod of another namespace is refused, by IP and through the Service", func(t *testing.T) {
+		waitReach(ctx, t, srv, outsider, svcA, false)
+	})
+	t.Run("ingress: the Pod's own node always reaches it (the kubelet's probes)", func(t *testing.T) {
+		waitHello(t, a, "hello from web-a")
+		p, err := client.CoreV1().Pods(webA.Namespace).Get(ctx, webA.Name, metav1.GetOptions{})
+		if err != nil || !podReady(p) {
+			t.Errorf("web-a not Ready under its policy (%v): %+v", err, p.Status.Conditions)
+		}
+	})
+
+	// web-b may reach only web-a, on 8080, and nothing else.
+	onlyA := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-b-to-web-a"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-b"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-a"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
+			}},
+		},
+	}
+	if _, err := policies.Create(ctx, onlyA, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("egress: the Pod reaches only what its policy allows", func(t *testing.T) {
+		waitReach(ctx, t, srv, webB, o, false)
+		waitReach(ctx, t, srv, webB, a, true)
+		// The Service's address is rewritten to web-a's before the
+		// policy sees it.
+		// (Its name is not resolved: DNS is not allowed.)
+		svc, err := client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "web-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitReach(ctx, t, srv, webB, net.JoinHostPort(svc.Spec.ClusterIP, "80"), true)
+	})
+
+	t.Run("without policies, everything is reachable again", func(t *testing.T) {
+		for _, name := range []string{onlyA.Name, onlyB.Name} {
+			if err := policies.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitReach(ctx, t, srv, outsider, a, true)
+		waitReach(ctx, t, srv, webB, o, true)
+	})
+	deletePod(ctx, t, client, outsider.Namespace, outsider.Name)
+}
+
+// waitReach waits until from's dial of addr succeeds (reachable) or fails.
+func waitReach(ctx context.Context, t *testing.T, srv *harness.APIServer, from *corev1.Pod, addr string, reachable bool) {
+	t.Helper()
+	var out string
+	var err error
+	pollErr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		out, err = kubectlOutput(t, srv, "exec", "-n", from.Namespace, from.Name, "--", harness.TestImageCommand, "dial", addr)
+		return (err == nil) == reachable, nil
+	})
+	if pollErr != nil {
+		t.Errorf("%s/%s dialling %s: %q (%v); want reachable: %v", from.Namespace, from.Name, addr, out, err, reachable)
+	}
+}
+
+// waitNodeCondition waits for node's condition typ to have status.
+func waitNodeCondition(ctx context.Context, t *testing.T, client kubernetes.Interface, node string, typ corev1.NodeConditionType, status corev1.ConditionStatus) {
+	t.Helper()
+	var last []corev1.NodeCondition
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n.Status.Conditions
+		for _, c := range n.Status.Conditions {
+			if c.Type == typ {
+				return c.Status == status, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("node %s: conditions %+v; want %s %s", node, last, typ, status)
+	}
+}
