@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Result is what a ginkgo run's JUnit report says of the [Conformance]
-// specs it ran.
+// Result is what a ginkgo run's JUnit report says of the specs it ran
+// that count (ConformanceSpec, AnySpec).
 type Result struct {
 	Passed, Failed, Skipped int
 	// Duration is the run's, as ginkgo measured it.
@@ -49,10 +49,17 @@ type junit struct {
 	} `xml:"testsuite"`
 }
 
-// ReadResult reads the ginkgo JUnit report at path. Only the
-// [Conformance] specs the run selected count: the report lists the
-// suite's others too, skipped by its filters.
-func ReadResult(path string) (Result, error) {
+// ConformanceSpec counts the [Conformance] specs of a report.
+func ConformanceSpec(name string) bool { return strings.Contains(name, "[Conformance]") }
+
+// AnySpec counts every spec of a report, not the suite's own nodes
+// ([SynchronizedBeforeSuite], ...).
+func AnySpec(name string) bool { return strings.HasPrefix(name, "[It] ") }
+
+// ReadResult reads the ginkgo JUnit report at path. Only the specs the
+// run selected that counts says count: the report lists the suite's
+// others too, skipped by its filters.
+func ReadResult(path string, counts func(spec string) bool) (Result, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Result{}, err
@@ -65,7 +72,7 @@ func ReadResult(path string) (Result, error) {
 	for _, s := range j.Suites {
 		r.Duration += time.Duration(s.Time * float64(time.Second))
 		for _, c := range s.Cases {
-			if !strings.Contains(c.Name, "[Conformance]") {
+			if !counts(c.Name) {
 				continue
 			}
 			switch {

@@ -8,10 +8,11 @@ import (
 )
 
 // TestReadResult reads a ginkgo JUnit report: only [Conformance] specs
-// count; specs the filters left out are not counted, specs skipped as they
-// ran are; a failure keeps its message on one line, a timeout its text.
+// count (or, with AnySpec, every spec but the suite's nodes); specs the
+// filters left out are not counted, specs skipped as they ran are; a
+// failure keeps its message on one line, a timeout its text.
 func TestReadResult(t *testing.T) {
-	got, err := ReadResult("testdata/junit.xml")
+	got, err := ReadResult("testdata/junit.xml", ConformanceSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +23,14 @@ func TestReadResult(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ReadResult:\n got %+v\nwant %+v", got, want)
 	}
-	if _, err := ReadResult("testdata/missing.xml"); err == nil {
+	all, err := ReadResult("testdata/junit.xml", AnySpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Passed+all.Failed+all.Skipped <= got.Passed+got.Failed+got.Skipped {
+		t.Errorf("every spec: %+v, want more than the [Conformance] ones' %+v", all, got)
+	}
+	if _, err := ReadResult("testdata/missing.xml", ConformanceSpec); err == nil {
 		t.Error("ReadResult of a missing report: no error")
 	}
 }

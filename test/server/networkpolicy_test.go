@@ -38,19 +38,8 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 	const svcA = "web-a.default.svc.cluster.local:80"
 
 	policies := client.NetworkingV1().NetworkPolicies(metav1.NamespaceDefault)
-	port := intstr.FromInt32(8080)
 	// web-a takes only web-b, on 8080, whatever the path.
-	onlyB := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-a-from-web-b"},
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-a"}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-b"}}}},
-				Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
-			}},
-		},
-	}
+	onlyB := allowOnly("web-a-from-web-b", "web-a", networkingv1.PolicyTypeIngress, "web-b")
 	if _, err := policies.Create(ctx, onlyB, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,17 +60,7 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 	})
 
 	// web-b may reach only web-a, on 8080, and nothing else.
-	onlyA := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-b-to-web-a"},
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-b"}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
-			Egress: []networkingv1.NetworkPolicyEgressRule{{
-				To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-a"}}}},
-				Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
-			}},
-		},
-	}
+	onlyA := allowOnly("web-b-to-web-a", "web-b", networkingv1.PolicyTypeEgress, "web-a")
 	if _, err := policies.Create(ctx, onlyA, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +87,28 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 		waitReach(ctx, t, srv, webB, o, true)
 	})
 	deletePod(ctx, t, client, outsider.Namespace, outsider.Name)
+}
+
+// allowOnly is a policy named name that isolates the Pods labelled
+// app=app in direction and allows them only the Pods labelled app=peer,
+// on port 8080.
+func allowOnly(name, app string, direction networkingv1.PolicyType, peer string) *networkingv1.NetworkPolicy {
+	port := intstr.FromInt32(8080)
+	peers := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": peer}}}}
+	ports := []networkingv1.NetworkPolicyPort{{Port: &port}}
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			PolicyTypes: []networkingv1.PolicyType{direction},
+		},
+	}
+	if direction == networkingv1.PolicyTypeIngress {
+		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: peers, Ports: ports}}
+	} else {
+		np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: peers, Ports: ports}}
+	}
+	return np
 }
 
 // waitReach waits until from's dial of addr succeeds (reachable) or fails.

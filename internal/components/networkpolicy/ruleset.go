@@ -143,19 +143,28 @@ func ruleset(tx *knftables.Transaction, s state) (invalid []error) {
 		// same policies share one.
 		podChains := map[string][]string{} // chain -> policy chains
 		verdicts := map[family][]*knftables.Element{}
+		// The node's Pods each policy of this direction selects.
+		selects := make([][]pod, len(policies))
+		for i, np := range policies {
+			if !hasType(np, d.policyType) {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			if err != nil {
+				invalid = append(invalid, &policyError{np.Namespace + "/" + np.Name, fmt.Errorf("spec.podSelector: %w", err)})
+				continue
+			}
+			for _, p := range local {
+				if np.Namespace == p.Namespace && sel.Matches(labels.Set(p.Labels)) {
+					selects[i] = append(selects[i], p)
+				}
+			}
+		}
 		for _, p := range local {
 			var selecting []string
-			for _, np := range policies {
-				if !hasType(np, d.policyType) {
-					continue
-				}
-				sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
-				if err != nil {
-					invalid = append(invalid, &policyError{np.Namespace + "/" + np.Name, fmt.Errorf("spec.podSelector: %w", err)})
-					continue
-				}
-				if np.Namespace == p.Namespace && sel.Matches(labels.Set(p.Labels)) {
-					selecting = append(selecting, b.policyChain(d, np, local))
+			for i, np := range policies {
+				if slices.ContainsFunc(selects[i], func(s pod) bool { return s.Pod == p.Pod }) {
+					selecting = append(selecting, b.policyChain(d, np, selects[i]))
 				}
 			}
 			if len(selecting) == 0 {
@@ -229,9 +238,9 @@ type builder struct {
 
 // policyChain writes np's chain of direction d, once, and returns its
 // name: a rule for each of the policy's rules that accepts what it
-// allows; what none accepts returns to the Pod's chain. Named ports of
-// ingress rules are resolved on local, the node's Pods.
-func (b *builder) policyChain(d direction, np *networkingv1.NetworkPolicy, local []pod) string {
+// allows; what none accepts returns to the Pod's chain. selected are the
+// node's Pods np selects, on which ingress rules' named ports resolve.
+func (b *builder) policyChain(d direction, np *networkingv1.NetworkPolicy, selected []pod) string {
 	key := np.Namespace + "/" + np.Name
 	name := d.name + "-" + hash(key)
 	if b.written == nil {
@@ -258,16 +267,17 @@ func (b *builder) policyChain(d direction, np *networkingv1.NetworkPolicy, local
 	}
 	for i, r := range rules {
 		set := fmt.Sprintf("%s-%d", name, i)
-		peers, err := b.peerMatches(d, np.Namespace, set, r.peers)
+		peers, peerPods, err := b.peerMatches(d, np.Namespace, set, r.peers)
 		if err != nil {
 			b.invalid = append(b.invalid, &policyError{key, fmt.Errorf("spec.%s[%d]: %w", d.name, i, err)})
 			continue
 		}
-		// Named ports are the selected Pods' for ingress, the peers'
-		// (any Pod's) for egress.
-		named := local
+		// Named ports are the selected Pods' for ingress, the peers' for
+		// egress: the Pods the selectors chose, or any Pod when the
+		// rule has no peer or an ipBlock.
+		named := selected
 		if d == egress {
-			named = b.pods
+			named = peerPods
 		}
 		ports := b.portMatches(d, set, r.ports, named)
 		for _, f := range families {
@@ -284,19 +294,21 @@ func (b *builder) policyChain(d direction, np *networkingv1.NetworkPolicy, local
 // peerMatches are the matches of a rule's peers, per family, any of which
 // a packet must meet: all addresses when the rule names no peer, else
 // the set of the Pods its selectors select (written as set-<family>) and
-// each ipBlock.
-func (b *builder) peerMatches(d direction, namespace, set string, peers []networkingv1.NetworkPolicyPeer) (map[family][]string, error) {
+// each ipBlock. pods are the Pods a peer may be: those the selectors
+// select, or every Pod when the rule has no peer or an ipBlock.
+func (b *builder) peerMatches(d direction, namespace, set string, peers []networkingv1.NetworkPolicyPeer) (matches map[family][]string, pods []pod, err error) {
 	if len(peers) == 0 {
-		return map[family][]string{ipv4: {""}, ipv6: {""}}, nil
+		return map[family][]string{ipv4: {""}, ipv6: {""}}, b.pods, nil
 	}
 	out := map[family][]string{}
 	var selected []pod
-	selectors := false
+	selectors, blocks := false, false
 	for _, peer := range peers {
 		if peer.IPBlock != nil {
+			blocks = true
 			cidr, err := netip.ParsePrefix(peer.IPBlock.CIDR)
 			if err != nil {
-				return nil, fmt.Errorf("ipBlock.cidr: %w", err)
+				return nil, nil, fmt.Errorf("ipBlock.cidr: %w", err)
 			}
 			f := familyOf(cidr.Addr())
 			match := knftables.Concat(f.proto, d.peer, cidr.Masked())
@@ -304,7 +316,7 @@ func (b *builder) peerMatches(d direction, namespace, set string, peers []networ
 			for _, e := range peer.IPBlock.Except {
 				p, err := netip.ParsePrefix(e)
 				if err != nil {
-					return nil, fmt.Errorf("ipBlock.except: %w", err)
+					return nil, nil, fmt.Errorf("ipBlock.except: %w", err)
 				}
 				except = append(except, p.Masked().String())
 			}
@@ -317,7 +329,7 @@ func (b *builder) peerMatches(d direction, namespace, set string, peers []networ
 		selectors = true
 		pods, err := b.selectPeers(namespace, peer)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		selected = append(selected, pods...)
 	}
@@ -337,7 +349,10 @@ func (b *builder) peerMatches(d direction, namespace, set string, peers []networ
 			out[f] = append(out[f], knftables.Concat(f.proto, d.peer, "@"+name))
 		}
 	}
-	return out, nil
+	if blocks {
+		return out, b.pods, nil
+	}
+	return out, selected, nil
 }
 
 // selectPeers are the Pods a peer's selectors select: its podSelector in

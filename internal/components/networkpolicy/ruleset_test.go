@@ -285,10 +285,10 @@ func TestPorts(t *testing.T) {
 		m     string
 		named []string
 	}{
-		// The named port of the node's Pods (web's own, and other's,
-		// which the Pod's chain never sees).
-		{"ingress-v4", []string{"10.42.0.2 . tcp . 8080", "10.42.0.3 . tcp . 9090"}},
-		// Any peer's.
+		// The named port of the node's Pods the policy selects: web's,
+		// not other's.
+		{"ingress-v4", []string{"10.42.0.2 . tcp . 8080"}},
+		// Any peer's: the rule names no peer.
 		{"egress-v4", []string{"10.42.0.2 . tcp . 8080", "10.42.0.3 . tcp . 9090", "10.42.1.2 . tcp . 8080"}},
 	} {
 		chain := policyChains(fake, verdictOf(fake, tc.m, "10.42.0.2"))[0]
