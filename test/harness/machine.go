@@ -90,7 +90,7 @@ func startMachine(t *testing.T, dev, peer string, env map[string]string, attach 
 	for k, v := range env {
 		kvs = append(kvs, k+"="+v)
 	}
-	script := strings.Join([]string{"set -e", "ip link set lo up",
+	script := strings.Join([]string{"set -e", "ip link set lo up", privateDevicePlugins,
 		"while ! ip link show eth0 >/dev/null 2>&1; do sleep 0.05; done",
 		"ip addr add " + peer + "/24 dev eth0", "ip link set eth0 up", `exec "$@"`}, "\n")
 	args := append([]string{"--net", "--mount", "--", "sh", "-c", script, "sh", os.Args[0]}, childTestArgs(t)...)

@@ -15,6 +15,13 @@ import (
 // netnsEnv marks a process running inside the namespace made by InNetNS.
 const netnsEnv = "KUBEBOOT_IN_NETNS"
 
+// privateDevicePlugins gives a namespace's kubelet a device plugin
+// directory of its own: the kubelet's is fixed, not under its
+// --root-dir, and each kubelet empties it and listens there as it starts,
+// so two nodes of one host starting together would take each other's
+// socket ("bind: address already in use").
+const privateDevicePlugins = "mkdir -p /var/lib/kubelet/device-plugins && mount -t tmpfs -o mode=0755 tmpfs /var/lib/kubelet/device-plugins"
+
 // InNetNS runs the calling test again inside a new network namespace with
 // lo up and addrs (e.g. "198.51.100.1") on it, and reports whether the
 // caller is that child: the parent returns false after the child finished
@@ -38,7 +45,7 @@ func InNetNS(t *testing.T, addrs ...string) bool {
 	if err != nil {
 		t.Fatalf("building kubeboot: %v", err)
 	}
-	script := []string{"set -e", "ip link set lo up"}
+	script := []string{"set -e", "ip link set lo up", privateDevicePlugins}
 	for _, a := range addrs {
 		script = append(script, fmt.Sprintf("ip addr add %s/32 dev lo", a))
 	}
