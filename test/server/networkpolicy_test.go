@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -75,6 +78,53 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 			t.Fatal(err)
 		}
 		waitReach(ctx, t, srv, webB, net.JoinHostPort(svc.Spec.ClusterIP, "80"), true)
+	})
+
+	t.Run("a connection opened before a policy stays open; new ones are refused", func(t *testing.T) {
+		chatter := runPod(ctx, t, client, webPod("chatter", agentNodeName, "chat"))
+		defer deletePod(ctx, t, client, chatter.Namespace, chatter.Name)
+		addr := net.JoinHostPort(chatter.Status.PodIP, "8080")
+		// From this host, the other node's: its traffic is judged.
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		say := func(line string) error {
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.WriteString(conn, line+"\n"); err != nil {
+				return err
+			}
+			got, err := r.ReadString('\n')
+			if err == nil && got != line+"\n" {
+				err = fmt.Errorf("answered %q", got)
+			}
+			return err
+		}
+		if err := say("before"); err != nil {
+			t.Fatalf("before the policy: %v", err)
+		}
+		denyAll := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "chatter-deny"}, Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "chatter"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+		if _, err := policies.Create(ctx, denyAll, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = policies.Delete(ctx, denyAll.Name, metav1.DeleteOptions{}) }()
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err != nil, nil
+		})
+		if err != nil {
+			t.Fatalf("a new connection to %s is still accepted under a deny-all policy", addr)
+		}
+		if err := say("after"); err != nil {
+			t.Errorf("the connection opened before the policy: %v, want it kept", err)
+		}
 	})
 
 	t.Run("without policies, everything is reachable again", func(t *testing.T) {

@@ -51,7 +51,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testcontainer pause | serve PORT | http PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
+		return fmt.Errorf("usage: testcontainer pause | serve PORT | chat PORT | http PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
 	}
 	switch args[0] {
 	case "pause":
@@ -64,6 +64,11 @@ func run(args []string) error {
 			return fmt.Errorf("usage: testcontainer serve PORT")
 		}
 		return serve(args[1])
+	case "chat":
+		if len(args) != 2 {
+			return fmt.Errorf("usage: testcontainer chat PORT")
+		}
+		return chat(args[1])
 	case "http":
 		if len(args) != 2 {
 			return fmt.Errorf("usage: testcontainer http PORT")
@@ -164,6 +169,36 @@ func serve(port string) error {
 		}
 		fmt.Fprintln(c, "hello from "+host)
 		c.Close()
+	}
+}
+
+// chat answers each line a connection sends with the same line, for as
+// long as the connection lasts: a connection that outlives a change (of a
+// NetworkPolicy) shows whether it still passes.
+func chat(port string) error {
+	l, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		return err
+	}
+	fmt.Println("chatting on :" + port)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			r := bufio.NewReader(c)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if _, err := io.WriteString(c, line); err != nil {
+					return
+				}
+			}
+		}()
 	}
 }
 
