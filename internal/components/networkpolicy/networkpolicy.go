@@ -13,14 +13,57 @@ package networkpolicy
 
 import (
 	"context"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 )
+
+// ConditionType is the Node condition a node reports its enforcement in,
+// as flannel reports the pod network's in NetworkUnavailable: False once
+// the node enforces its Pods' policies, True (with the reason) when it
+// cannot.
+const ConditionType corev1.NodeConditionType = "NetworkPolicyUnavailable"
+
+// The condition's reasons, and the events' (on the Node and on a policy).
+const (
+	ReasonEnforced          = "NetworkPolicyEnforced"
+	ReasonNFTUnavailable    = "NFTablesUnavailable"
+	ReasonSyncFailed        = "NetworkPolicySyncFailed"
+	ReasonPolicyUnsupported = "NetworkPolicyUnsupported"
+)
+
+// Defaults of Node's intervals.
+const (
+	// DefaultMinSyncInterval batches the changes of a moment into one
+	// transaction.
+	DefaultMinSyncInterval = 100 * time.Millisecond
+	// DefaultResyncInterval rewrites the table even when nothing changed,
+	// undoing what another program did to it.
+	DefaultResyncInterval = time.Minute
+)
+
+// maxRetryInterval bounds the back-off after a failed transaction.
+const maxRetryInterval = 30 * time.Second
+
+// Node is a node whose own Pods' NetworkPolicies an Enforcer enforces.
+type Node struct {
+	// Name is the Node's name.
+	Name string
+	// Client is the node's agent's (nodejoin.AgentUser): it reads Pods,
+	// Namespaces and NetworkPolicies, and writes the Node's condition and
+	// events.
+	Client kubernetes.Interface
+	// MinSyncInterval and ResyncInterval default to DefaultMinSyncInterval
+	// and DefaultResyncInterval.
+	MinSyncInterval, ResyncInterval time.Duration
+}
 
 // User is the component's in-process user: it gives the nodes' agents
 // their rights and holds them itself.

@@ -1,3 +1,5 @@
+//go:build linux
+
 package networkpolicy
 
 import (
@@ -14,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -22,46 +23,6 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/knftables"
 )
-
-// ConditionType is the Node condition a node reports its enforcement in,
-// as flannel reports the pod network's in NetworkUnavailable: False once
-// the node enforces its Pods' policies, True (with the reason) when it
-// cannot.
-const ConditionType corev1.NodeConditionType = "NetworkPolicyUnavailable"
-
-// The condition's reasons, and the events' (on the Node and on a policy).
-const (
-	ReasonEnforced          = "NetworkPolicyEnforced"
-	ReasonNFTUnavailable    = "NFTablesUnavailable"
-	ReasonSyncFailed        = "NetworkPolicySyncFailed"
-	ReasonPolicyUnsupported = "NetworkPolicyUnsupported"
-)
-
-// Defaults of Node's intervals.
-const (
-	// DefaultMinSyncInterval batches the changes of a moment into one
-	// transaction.
-	DefaultMinSyncInterval = 100 * time.Millisecond
-	// DefaultResyncInterval rewrites the table even when nothing changed,
-	// undoing what another program did to it.
-	DefaultResyncInterval = time.Minute
-)
-
-// maxRetryInterval bounds the back-off after a failed transaction.
-const maxRetryInterval = 30 * time.Second
-
-// Node is a node whose own Pods' NetworkPolicies an Enforcer enforces.
-type Node struct {
-	// Name is the Node's name.
-	Name string
-	// Client is the node's agent's (nodejoin.AgentUser): it reads Pods,
-	// Namespaces and NetworkPolicies, and writes the Node's condition and
-	// events.
-	Client kubernetes.Interface
-	// MinSyncInterval and ResyncInterval default to DefaultMinSyncInterval
-	// and DefaultResyncInterval.
-	MinSyncInterval, ResyncInterval time.Duration
-}
 
 // Enforcer keeps the node's nftables table as the cluster's
 // NetworkPolicies say for the node's Pods.
