@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -113,11 +114,14 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		}
 	}
 
-	backoff := wait.Backoff{Duration: e.node.MinSyncInterval, Factor: 2, Steps: 1 << 30, Cap: maxRetryInterval}
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: e.node.MinSyncInterval, Factor: 2, Steps: 1 << 30, Cap: maxRetryInterval}
+	}
+	backoff := newBackoff()
 	resync := time.NewTicker(e.node.ResyncInterval)
 	defer resync.Stop()
 	reported := map[string]string{} // policy -> the last unsupported message
-	var failing bool
+	var synced sync.Once
 	for {
 		start := time.Now()
 		s := state{node: e.node.Name}
@@ -137,18 +141,13 @@ func (e *Enforcer) Run(ctx context.Context) error {
 			logger.Error(err, "Writing the NetworkPolicy ruleset failed; the previous one stays and it is tried again")
 			recorder.Event(nodeRef, corev1.EventTypeWarning, ReasonSyncFailed, "Writing the NetworkPolicy ruleset failed: "+err.Error())
 			report(condition(corev1.ConditionTrue, ReasonSyncFailed, err.Error()))
-			failing = true
 			retry = backoff.Step()
 		} else {
 			logger.V(2).Info("Wrote the NetworkPolicy ruleset", "policies", len(s.policies), "pods", len(s.pods), "elapsed", time.Since(start))
-			if failing || !isClosed(e.synced) {
-				report(condition(corev1.ConditionFalse, ReasonEnforced, "The node enforces its Pods' NetworkPolicies"))
-			}
-			failing = false
-			backoff = wait.Backoff{Duration: e.node.MinSyncInterval, Factor: 2, Steps: 1 << 30, Cap: maxRetryInterval}
-			if !isClosed(e.synced) {
-				close(e.synced)
-			}
+			// The reporter writes only a change of the condition.
+			report(condition(corev1.ConditionFalse, ReasonEnforced, "The node enforces its Pods' NetworkPolicies"))
+			backoff = newBackoff()
+			synced.Do(func() { close(e.synced) })
 			e.reportInvalid(recorder, invalid, reported, s.policies)
 		}
 		// At most one transaction per MinSyncInterval: what changes in
@@ -175,6 +174,9 @@ func (e *Enforcer) Run(ctx context.Context) error {
 // reportInvalid records an event on each policy whose part the dataplane
 // could not read, once per message.
 func (e *Enforcer) reportInvalid(recorder record.EventRecorder, invalid []error, reported map[string]string, policies []*networkingv1.NetworkPolicy) {
+	if len(invalid) == 0 {
+		return
+	}
 	byName := map[string]*networkingv1.NetworkPolicy{}
 	for _, np := range policies {
 		byName[np.Namespace+"/"+np.Name] = np
@@ -191,15 +193,6 @@ func (e *Enforcer) reportInvalid(recorder record.EventRecorder, invalid []error,
 		reported[pe.policy] = err.Error()
 		recorder.Event(np, corev1.EventTypeWarning, ReasonPolicyUnsupported,
 			"Not enforced as written; the part that cannot be read allows nothing: "+err.Error())
-	}
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -145,8 +145,10 @@ func ruleset(tx *knftables.Transaction, s state) (invalid []error) {
 		// same policies share one.
 		podChains := map[string][]string{} // chain -> policy chains
 		verdicts := map[family][]*knftables.Element{}
-		// The node's Pods each policy of this direction selects.
+		// The node's Pods each policy of this direction selects, and the
+		// policies that select each Pod.
 		selects := make([][]pod, len(policies))
+		selectedBy := map[*corev1.Pod][]int{}
 		for i, np := range policies {
 			if !hasType(np, d.policyType) {
 				continue
@@ -159,15 +161,14 @@ func ruleset(tx *knftables.Transaction, s state) (invalid []error) {
 			for _, p := range local {
 				if np.Namespace == p.Namespace && sel.Matches(labels.Set(p.Labels)) {
 					selects[i] = append(selects[i], p)
+					selectedBy[p.Pod] = append(selectedBy[p.Pod], i)
 				}
 			}
 		}
 		for _, p := range local {
 			var selecting []string
-			for i, np := range policies {
-				if slices.ContainsFunc(selects[i], func(s pod) bool { return s.Pod == p.Pod }) {
-					selecting = append(selecting, b.policyChain(d, np, selects[i]))
-				}
+			for _, i := range selectedBy[p.Pod] {
+				selecting = append(selecting, b.policyChain(d, policies[i], selects[i]))
 			}
 			if len(selecting) == 0 {
 				continue
