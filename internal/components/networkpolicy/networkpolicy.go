@@ -17,6 +17,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/kubernetes"
@@ -57,8 +58,8 @@ type Node struct {
 	// Name is the Node's name.
 	Name string
 	// Client is the node's agent's (nodejoin.AgentUser): it reads Pods,
-	// Namespaces and NetworkPolicies, and writes the Node's condition and
-	// events.
+	// Namespaces, NetworkPolicies and the cluster DNS's EndpointSlices, and
+	// writes the Node's condition and events.
 	Client kubernetes.Interface
 	// MinSyncInterval and ResyncInterval default to DefaultMinSyncInterval
 	// and DefaultResyncInterval.
@@ -74,6 +75,8 @@ const User = "system:kubeboot:network-policy"
 var rules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{networkingv1.GroupName}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch"}},
+	// The cluster DNS's endpoints, which policies judge as CoreDNS's Pods.
+	{APIGroups: []string{discoveryv1.GroupName}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -101,16 +102,22 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		UpdateFunc: func(any, any) { trigger() },
 		DeleteFunc: func(any) { trigger() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), namespaces.Informer(), policies.Informer()} {
+	// The cluster DNS's own EndpointSlices only (clusterdns.go).
+	dnsFactory := informers.NewSharedInformerFactoryWithOptions(e.node.Client, 0, informers.WithNamespace(metav1.NamespaceSystem),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=" + dnsService }))
+	dnsSlices := dnsFactory.Discovery().V1().EndpointSlices()
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), namespaces.Informer(), policies.Informer(), dnsSlices.Informer()} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return err
 		}
 	}
-	factory.StartWithContext(ctx)
-	defer factory.Shutdown()
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok && ctx.Err() == nil {
-			return fmt.Errorf("the %v informer did not sync", typ)
+	for _, f := range []informers.SharedInformerFactory{factory, dnsFactory} {
+		f.StartWithContext(ctx)
+		defer f.Shutdown()
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok && ctx.Err() == nil {
+				return fmt.Errorf("the %v informer did not sync", typ)
+			}
 		}
 	}
 
@@ -128,6 +135,7 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		s.pods, _ = pods.Lister().List(labels.Everything())
 		s.namespaces, _ = namespaces.Lister().List(labels.Everything())
 		s.policies, _ = policies.Lister().List(labels.Everything())
+		s.dnsSlices, _ = dnsSlices.Lister().List(labels.Everything())
 		tx := nft.NewTransaction()
 		invalid := ruleset(tx, s)
 		err := nft.Run(ctx, tx)

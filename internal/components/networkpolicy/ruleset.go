@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -79,6 +80,8 @@ type state struct {
 	pods       []*corev1.Pod
 	namespaces []*corev1.Namespace
 	policies   []*networkingv1.NetworkPolicy
+	// dnsSlices are the kube-dns Service's EndpointSlices (clusterdns.go).
+	dnsSlices []*discoveryv1.EndpointSlice
 }
 
 // pod is a Pod that has addresses on the pod network.
@@ -138,7 +141,7 @@ func ruleset(tx *knftables.Transaction, s state) (invalid []error) {
 	tx.Delete(&knftables.Table{})
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("NetworkPolicy, enforced for this node's Pods")})
 
-	b := builder{tx: tx, pods: pods, nsLabels: nsLabels}
+	b := builder{tx: tx, pods: pods, nsLabels: nsLabels, dns: dnsEndpoints(s.dnsSlices)}
 	for _, d := range []direction{ingress, egress} {
 		// Each local Pod a policy of this direction selects gets the
 		// chain of the policies that select it; Pods selected by the
@@ -235,6 +238,7 @@ type builder struct {
 	tx       *knftables.Transaction
 	pods     []pod
 	nsLabels map[string]labels.Set
+	dns      []dnsEndpoint
 	written  map[string]bool
 	invalid  []error
 }
@@ -288,6 +292,16 @@ func (b *builder) policyChain(d direction, np *networkingv1.NetworkPolicy, selec
 				for _, port := range ports[f] {
 					b.tx.Add(&knftables.Rule{Chain: name, Rule: join(peer, port, "accept")})
 				}
+			}
+		}
+		if d == egress {
+			dns, err := b.dnsMatches(np.Namespace, r.peers, r.ports)
+			if err != nil {
+				b.invalid = append(b.invalid, &policyError{key, fmt.Errorf("spec.%s[%d]: %w", d.name, i, err)})
+				continue
+			}
+			for _, m := range dns {
+				b.tx.Add(&knftables.Rule{Chain: name, Rule: join(m, "accept")})
 			}
 		}
 	}
@@ -358,10 +372,25 @@ func (b *builder) peerMatches(d direction, namespace, set string, peers []networ
 	return out, selected, nil
 }
 
-// selectPeers are the Pods a peer's selectors select: its podSelector in
-// the policy's namespace, in the namespaces its namespaceSelector
-// selects, or both.
+// selectPeers are the Pods a peer's selectors select.
 func (b *builder) selectPeers(namespace string, peer networkingv1.NetworkPolicyPeer) ([]pod, error) {
+	selects, err := b.peerSelector(namespace, peer)
+	if err != nil {
+		return nil, err
+	}
+	var out []pod
+	for _, p := range b.pods {
+		if selects(p.Namespace, labels.Set(p.Labels)) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// peerSelector is a peer's selectors of a policy in namespace, as a test
+// of a Pod's namespace and labels: its podSelector in the policy's
+// namespace, in the namespaces its namespaceSelector selects, or both.
+func (b *builder) peerSelector(namespace string, peer networkingv1.NetworkPolicyPeer) (func(podNamespace string, podLabels labels.Set) bool, error) {
 	podSel, nsSel := labels.Everything(), labels.Nothing()
 	var err error
 	if peer.PodSelector != nil {
@@ -374,17 +403,13 @@ func (b *builder) selectPeers(namespace string, peer networkingv1.NetworkPolicyP
 			return nil, fmt.Errorf("namespaceSelector: %w", err)
 		}
 	}
-	var out []pod
-	for _, p := range b.pods {
-		inNamespace := p.Namespace == namespace
+	return func(podNamespace string, podLabels labels.Set) bool {
+		inNamespace := podNamespace == namespace
 		if peer.NamespaceSelector != nil {
-			inNamespace = nsSel.Matches(b.nsLabels[p.Namespace])
+			inNamespace = nsSel.Matches(b.nsLabels[podNamespace])
 		}
-		if inNamespace && podSel.Matches(labels.Set(p.Labels)) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+		return inNamespace && podSel.Matches(podLabels)
+	}, nil
 }
 
 // portMatches are the matches of a rule's ports, per family, any of which

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -328,7 +329,10 @@ func TestRulesetLoads(t *testing.T) {
 			}},
 			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
 				{Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(intstr.FromString("dns"))}}}},
-		})}}
+		})},
+		// The egress rule allowing dns to anywhere allows the cluster DNS.
+		dnsSlices: []*discoveryv1.EndpointSlice{dnsSlice("198.51.100.1", 10053, nil), dnsSlice("fd00:53::1", 10053, nil)},
+	}
 	tx := knftables.NewFake(knftables.InetFamily, TableName).NewTransaction()
 	ruleset(tx, s)
 	file := filepath.Join(t.TempDir(), "rules.nft")
@@ -340,7 +344,8 @@ func TestRulesetLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nft: %v\n%s\nthe ruleset:\n%s", err, out, tx.String())
 	}
-	for _, want := range []string{"10.42.0.2 comment \"x/web\" : goto", "fd00:42::2 comment \"x/web6\" : goto", "sctp . 9000-9010", "fd00:42:1::2"} {
+	for _, want := range []string{"10.42.0.2 comment \"x/web\" : goto", "fd00:42::2 comment \"x/web6\" : goto", "sctp . 9000-9010", "fd00:42:1::2",
+		"ip daddr 198.51.100.1 meta l4proto . th dport { udp . 10053 } accept", "ip6 daddr fd00:53::1 meta l4proto . th dport { udp . 10053 } accept"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the table nft lists has no %q:\n%s", want, out)
 		}
@@ -357,5 +362,81 @@ func TestPortRanges(t *testing.T) {
 	want := []string{"tcp . 80-95", "tcp . 100", "udp . 53", "udp . 80"}
 	if !slices.Equal(got, want) {
 		t.Errorf("portRanges: %q, want %q", got, want)
+	}
+}
+
+// TestClusterDNS: egress rules judge the cluster DNS a server serves in
+// its process (no Pod, port 10053) as the CoreDNS Pod it stands for, in
+// kube-system, labelled k8s-app=kube-dns, serving 53 as dns (UDP) and
+// dns-tcp (TCP); a kube-dns endpoint that is a Pod is that Pod.
+func TestClusterDNS(t *testing.T) {
+	udp, tcp := ptr.To(corev1.ProtocolUDP), ptr.To(corev1.ProtocolTCP)
+	port := func(p *corev1.Protocol, v intstr.IntOrString) networkingv1.NetworkPolicyPort {
+		return networkingv1.NetworkPolicyPort{Protocol: p, Port: &v}
+	}
+	dns53 := []networkingv1.NetworkPolicyPort{port(udp, intstr.FromInt32(53)), port(tcp, intstr.FromInt32(53))}
+	kubeSystem := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}
+	const both, udpOnly = "ip daddr 198.51.100.1 meta l4proto . th dport { udp . 10053, tcp . 10053 } accept",
+		"ip daddr 198.51.100.1 meta l4proto . th dport { udp . 10053 } accept"
+	for _, tc := range []struct {
+		name   string
+		egress []networkingv1.NetworkPolicyEgressRule
+		want   []string
+	}{
+		{"port 53 to anywhere", []networkingv1.NetworkPolicyEgressRule{{Ports: dns53}}, []string{both}},
+		{"UDP 53 only", []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{port(udp, intstr.FromInt32(53))}}}, []string{udpOnly}},
+		{"a range holding 53", []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{
+			{Protocol: udp, Port: ptr.To(intstr.FromInt32(50)), EndPort: ptr.To[int32](60)}}}}, []string{udpOnly}},
+		{"named port dns", []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{port(udp, intstr.FromString("dns"))}}}, []string{udpOnly}},
+		{"CoreDNS's Pods", []networkingv1.NetworkPolicyEgressRule{{Ports: dns53, To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: kubeSystem, PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}}}}}}, []string{both}},
+		{"kube-system", []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: kubeSystem}}}}, []string{both}},
+		{"everything", []networkingv1.NetworkPolicyEgressRule{{}}, []string{both}},
+		{"an ipBlock holding it", []networkingv1.NetworkPolicyEgressRule{{Ports: dns53, To: []networkingv1.NetworkPolicyPeer{{
+			IPBlock: &networkingv1.IPBlock{CIDR: "198.51.100.0/24"}}}}}, []string{both}},
+		{"an ipBlock excepting it", []networkingv1.NetworkPolicyEgressRule{{Ports: dns53, To: []networkingv1.NetworkPolicyPeer{{
+			IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{"198.51.100.1/32"}}}}}}, nil},
+		{"other Pods of kube-system", []networkingv1.NetworkPolicyEgressRule{{Ports: dns53, To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: kubeSystem, PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}}}}}, nil},
+		{"Pods of the policy's namespace", []networkingv1.NetworkPolicyEgressRule{{Ports: dns53, To: []networkingv1.NetworkPolicyPeer{{
+			PodSelector: &metav1.LabelSelector{}}}}}, nil},
+		{"another port", []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{port(tcp, intstr.FromInt32(80))}}}, nil},
+		{"TCP 53 and UDP 10053", []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{port(tcp, intstr.FromInt32(53)), port(udp, intstr.FromInt32(10053))}}},
+			[]string{"ip daddr 198.51.100.1 meta l4proto . th dport { tcp . 10053 } accept"}},
+		{"no egress", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			np := policy("x", "p", "client", networkingv1.NetworkPolicySpec{PolicyTypes: policyTypes(out), Egress: tc.egress})
+			fake := apply(t, state{
+				node:       node,
+				pods:       []*corev1.Pod{testPod("x", "client", node, "10.42.0.2")},
+				namespaces: []*corev1.Namespace{namespace("x", nil), namespace("kube-system", map[string]string{"kubernetes.io/metadata.name": "kube-system"})},
+				policies:   []*networkingv1.NetworkPolicy{np},
+				dnsSlices:  []*discoveryv1.EndpointSlice{dnsSlice("198.51.100.1", 10053, nil), dnsSlice("10.42.0.9", 53, &corev1.ObjectReference{Kind: "Pod"})},
+			})
+			var got []string
+			for _, r := range chainRules(fake, "egress-"+hash("x/p")) {
+				if strings.HasPrefix(r, "ip daddr 198.51.100.1 ") || strings.HasPrefix(r, "ip daddr 10.42.0.9 ") {
+					got = append(got, r)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("rules for the cluster DNS:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// dnsSlice is a kube-dns EndpointSlice with an endpoint at ip serving
+// port as dns (UDP) and dns-tcp (TCP), for the Pod ref if not nil.
+func dnsSlice(ip string, port int32, ref *corev1.ObjectReference) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns-" + ip, Labels: map[string]string{discoveryv1.LabelServiceName: "kube-dns"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, TargetRef: ref}},
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To("dns"), Protocol: ptr.To(corev1.ProtocolUDP), Port: &port},
+			{Name: ptr.To("dns-tcp"), Protocol: ptr.To(corev1.ProtocolTCP), Port: &port},
+		},
 	}
 }
