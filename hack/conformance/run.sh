@@ -11,7 +11,10 @@
 # PROCS (default 4) sets ginkgo's parallel processes; FOCUS, a regexp,
 # runs only the [Conformance] specs it matches; LABELS, a ginkgo label
 # filter, runs the specs it selects instead of [Conformance]'s (upstream's
-# NetworkPolicy specs: LABELS='Feature: containsAny NetworkPolicy'); CONFORMANCE_CACHE keeps
+# NetworkPolicy specs: LABELS='Feature: containsAny NetworkPolicy'); NETPOL
+# runs cyclonus's generated NetworkPolicy cases after the specs (all,
+# ci, or cyclonus's tags; without FOCUS or LABELS, only those);
+# CONFORMANCE_CACHE keeps
 # the build (default ~/.cache/kubeboot/conformance); AGENTLESS=1 runs on
 # a server that is no node and two agents instead of `server --node` and
 # one agent.
@@ -41,7 +44,8 @@ mkdir -p "$report" "$cache"
 echo "report: $report (progress: tail -f $report/*/e2e.log)"
 args=(-conformance.report="$report" -conformance.cache="$cache")
 if [ -n "${LABELS:-}" ]; then args+=(-conformance.labels="$LABELS"); fi
-if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); elif [ -z "${LABELS:-}" ]; then args+=(-conformance.full); fi
+if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); elif [ -z "${LABELS:-}" ] && [ -z "${NETPOL:-}" ]; then args+=(-conformance.full); fi
+if [ -n "${NETPOL:-}" ]; then args+=(-conformance.netpol="$NETPOL"); fi
 if [ -n "${PROCS:-}" ]; then args+=(-conformance.procs="$PROCS"); fi
 test=TestConformance
 if [ -n "${AGENTLESS:-}" ]; then test=TestConformanceAgentless; fi

@@ -40,6 +40,10 @@ var (
 	labels = flag.String("conformance.labels", "",
 		"a ginkgo --label-filter choosing other specs than the [Conformance] ones, in parallel (with -conformance.focus: those it also matches), "+
 			"e.g. 'Feature: containsAny NetworkPolicy', upstream's NetworkPolicy specs")
+	netpol = flag.String("conformance.netpol", "",
+		"cyclonus's generated NetworkPolicy cases to run after the specs (alone, without -conformance.focus, -labels or -full): "+
+			"'ci' (CI's slice, run after CI's slice of specs when no flag chooses), 'all' (every case this kernel can run), 'none', "+
+			"or a comma-separated list of cyclonus's tags")
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -111,7 +115,7 @@ const artifactsEnv = "KUBEBOOT_CONFORMANCE"
 
 // artifacts are the run's programs, images and report directory.
 type artifacts struct {
-	E2E, Ginkgo, Layout, Report string
+	E2E, Ginkgo, Cyclonus, Layout, Report string
 }
 
 // TestConformance runs upstream's [Conformance] specs (CI's slice, or all
@@ -153,7 +157,7 @@ func testConformance(t *testing.T, sh shape) {
 	} else {
 		requireTools(t)
 		harness.RequireContainerd(t)
-		a = build(ctx, t)
+		a = build(ctx, t, sh)
 		b, _ := json.Marshal(a)
 		t.Setenv(artifactsEnv, string(b))
 	}
@@ -181,8 +185,9 @@ func requireTools(t *testing.T) {
 	}
 }
 
-// build builds e2e.test and ginkgo from the module graph, and the images.
-func build(ctx context.Context, t *testing.T) artifacts {
+// build builds e2e.test and ginkgo from the module graph, the images, and
+// the runner of cyclonus's cases if sh runs any.
+func build(ctx context.Context, t *testing.T, sh shape) artifacts {
 	t.Helper()
 	work := workDir(t)
 	a := artifacts{Report: *reportDir, E2E: filepath.Join(work, "e2e.test"), Ginkgo: filepath.Join(work, "ginkgo")}
@@ -206,6 +211,9 @@ func build(ctx context.Context, t *testing.T) artifacts {
 		if err := run(cmd); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, ok := netpolCases(sh); ok {
+		a.Cyclonus = buildCyclonus(ctx, t, work)
 	}
 	t.Logf("e2e.test and ginkgo built in %s", time.Since(start).Round(time.Second))
 	a.Layout = builtImages(ctx, t)
@@ -259,8 +267,12 @@ func runCluster(ctx context.Context, t *testing.T, a artifacts, sh shape) {
 		t.Fatal(err)
 	}
 	registries := filepath.Join(t.TempDir(), "registries.yaml")
-	mirror := fmt.Sprintf("mirrors:\n  registry.k8s.io:\n    endpoint:\n      - http://%s\n", net.JoinHostPort(serverMachine, registryPort))
-	if err := os.WriteFile(registries, []byte(mirror), 0o644); err != nil {
+	var mirror strings.Builder
+	mirror.WriteString("mirrors:\n")
+	for _, r := range []string{"registry.k8s.io", "docker.io"} {
+		fmt.Fprintf(&mirror, "  %s:\n    endpoint:\n      - http://%s\n", r, net.JoinHostPort(serverMachine, registryPort))
+	}
+	if err := os.WriteFile(registries, []byte(mirror.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -340,12 +352,17 @@ func runCluster(ctx context.Context, t *testing.T, a artifacts, sh shape) {
 	case *full:
 		results["parallel"] = e.run(ctx, t, "parallel", "Conformance && !Serial", "", *procs)
 		results["serial"] = e.run(ctx, t, "serial", "Conformance && Serial", "", 1)
+	case *netpol != "":
+		// Only the generated cases.
 	default:
 		var quoted []string
 		for _, s := range sliceSpecs {
 			quoted = append(quoted, regexp.QuoteMeta(s))
 		}
 		results["slice"] = e.run(ctx, t, "slice", "Conformance", strings.Join(quoted, "|"), *procs)
+	}
+	if sel, ok := netpolCases(sh); ok {
+		results["netpol"] = runCyclonus(ctx, t, a, e.kubeconfig, sel)
 	}
 	var summary bytes.Buffer
 	WriteSummary(&summary, results)
@@ -356,7 +373,7 @@ func runCluster(ctx context.Context, t *testing.T, a artifacts, sh shape) {
 		if r.Failed > 0 {
 			t.Errorf("%s: %d of %d specs failed (reports in %s)", name, r.Failed, r.Failed+r.Passed, a.Report)
 		}
-		if *focus == "" && !*full && *labels == "" && r.Passed != len(sliceSpecs) {
+		if name == "slice" && r.Passed != len(sliceSpecs) {
 			t.Errorf("%s: %d specs passed, want the slice's %d", name, r.Passed, len(sliceSpecs))
 		}
 	}

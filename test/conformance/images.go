@@ -32,6 +32,16 @@ const (
 	k8sRegistry = "registry.k8s.io"
 )
 
+// cyclonus's NetworkPolicy cases (netpol_test.go): the module, under this
+// one, of their runner and of the worker its Pods run; cyclonus's module;
+// and the image its Pods run when it probes in batches, as it names it
+// (Docker Hub's, which the nodes mirror to the run's registry too).
+const (
+	CyclonusDir         = "test/conformance/cyclonus"
+	cyclonusModule      = "github.com/mattfenwick/cyclonus"
+	cyclonusWorkerImage = "docker.io/mfenwick100/cyclonus-worker:latest"
+)
+
 // imageRefName is the OCI layout annotation naming an image.
 const imageRefName = "org.opencontainers.image.ref.name"
 
@@ -97,6 +107,8 @@ func imageSpecs() []imageSpec {
 		// default, containerruntime.DefaultPauseImage).
 		{[]string{k8sRegistry + "/pause:3.10.2"}, pause("3.10.2")},
 		{[]string{k8sRegistry + "/pause:3.10.1"}, pause("3.10.1")},
+		// The Pods of cyclonus's NetworkPolicy cases (netpol_test.go).
+		{[]string{cyclonusWorkerImage}, (*builder).cyclonusWorker},
 	}
 }
 
@@ -186,6 +198,14 @@ func (b *builder) prepare() error {
 		}
 		b.bins[name] = out
 	}
+	// cyclonus's worker, from the module of cyclonus's runner (CyclonusDir).
+	out := filepath.Join(bin, "cyclonus-worker")
+	cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w", "-o", out, cyclonusModule+"/cmd/worker")
+	cmd.Dir = filepath.Join(b.module, CyclonusDir)
+	if err := run(cmd); err != nil {
+		return fmt.Errorf("building cyclonus's worker: %w", err)
+	}
+	b.bins["cyclonus-worker"] = out
 	for _, v := range []string{"3.10.1", "3.10.2"} {
 		out := filepath.Join(bin, "pause-"+v)
 		cmd := exec.CommandContext(b.ctx, "gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v"+v, "-o", out, b.kubernetesFile("build/pause/linux/pause.c"))
@@ -326,6 +346,28 @@ func (b *builder) agnhost(version string, extra []file, cmd []string) (v1.Image,
 	}
 	return image(layers, imageConfig{version: version, entrypoint: []string{"/agnhost"}, cmd: cmd,
 		ports: []string{"80", "8080", "8081", "9376", "5000"}})
+}
+
+// cyclonusWorker is cyclonus's worker image (its cmd/worker/Dockerfile):
+// agnhost with the worker at /worker, its entrypoint. The cases' Pods
+// serve with its agnhost, and each probe runs the worker in the source
+// Pod, which runs `agnhost connect` for every target.
+func (b *builder) cyclonusWorker() (v1.Image, error) {
+	worker, err := os.ReadFile(b.bins["cyclonus-worker"])
+	if err != nil {
+		return nil, err
+	}
+	img, err := b.agnhost("2.66.1", []file{regular("worker", 0o755, worker)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	c := cfg.Config
+	c.Entrypoint, c.Cmd = []string{"/worker"}, nil
+	return mutate.Config(img, c)
 }
 
 // busybox is upstream's busybox image: Debian's static busybox with its

@@ -20,7 +20,7 @@ import (
 // BuildImages writes it) from a registry listening on l, plain HTTP, its
 // blobs kept in blobDir, until ctx ends: each under its name with the
 // registry's host left out (registry.k8s.io/pause:3.10.2 as pause:3.10.2),
-// so that a node mirrors registry.k8s.io to it. It returns once every
+// so that a node mirrors registry.k8s.io (and docker.io) to it. It returns once every
 // image is there.
 func ServeImages(ctx context.Context, l net.Listener, layoutPath, blobDir string) error {
 	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)),

@@ -26,31 +26,40 @@ type Failure struct {
 	Spec, Message string
 }
 
-// junit is the part of ginkgo's JUnit report a Result needs.
+// junit is the part of a JUnit report a Result needs: ginkgo's, whose
+// root is <testsuites>, or cyclonus's, whose root is its one <testsuite>
+// and whose cases have no status, only a <failure> when they failed.
 type junit struct {
-	Suites []struct {
-		Time  float64 `xml:"time,attr"`
-		Cases []struct {
-			Name    string  `xml:"name,attr"`
-			Status  string  `xml:"status,attr"`
-			Time    float64 `xml:"time,attr"`
-			Failure *struct {
-				Message string `xml:"message,attr"`
-				Text    string `xml:",chardata"`
-			} `xml:"failure"`
-			Error *struct {
-				Message string `xml:"message,attr"`
-				Text    string `xml:",chardata"`
-			} `xml:"error"`
-			Skipped *struct {
-				Message string `xml:"message,attr"`
-			} `xml:"skipped"`
-		} `xml:"testcase"`
-	} `xml:"testsuite"`
+	XMLName xml.Name
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Time  float64 `xml:"time,attr"`
+	Cases []struct {
+		Name    string  `xml:"name,attr"`
+		Status  string  `xml:"status,attr"`
+		Time    float64 `xml:"time,attr"`
+		Failure *struct {
+			Message string `xml:"message,attr"`
+			Text    string `xml:",chardata"`
+		} `xml:"failure"`
+		Error *struct {
+			Message string `xml:"message,attr"`
+			Text    string `xml:",chardata"`
+		} `xml:"error"`
+		Skipped *struct {
+			Message string `xml:"message,attr"`
+		} `xml:"skipped"`
+	} `xml:"testcase"`
 }
 
 // ConformanceSpec counts the [Conformance] specs of a report.
 func ConformanceSpec(name string) bool { return strings.Contains(name, "[Conformance]") }
+
+// AnyCase counts every case of a report: cyclonus's, which has no suite
+// nodes.
+func AnyCase(string) bool { return true }
 
 // AnySpec counts every spec of a report, not the suite's own nodes
 // ([SynchronizedBeforeSuite], ...).
@@ -68,6 +77,13 @@ func ReadResult(path string, counts func(spec string) bool) (Result, error) {
 	if err := xml.Unmarshal(b, &j); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", path, err)
 	}
+	if j.XMLName.Local == "testsuite" {
+		var s junitSuite
+		if err := xml.Unmarshal(b, &s); err != nil {
+			return Result{}, fmt.Errorf("%s: %w", path, err)
+		}
+		j.Suites = []junitSuite{s}
+	}
 	var r Result
 	for _, s := range j.Suites {
 		r.Duration += time.Duration(s.Time * float64(time.Second))
@@ -76,7 +92,7 @@ func ReadResult(path string, counts func(spec string) bool) (Result, error) {
 				continue
 			}
 			switch {
-			case c.Status == "passed":
+			case c.Status == "passed", c.Status == "" && c.Failure == nil && c.Error == nil && c.Skipped == nil:
 				r.Passed++
 			case c.Status == "skipped" && c.Skipped != nil && c.Skipped.Message == "skipped":
 				// Not selected: ginkgo's filters left it out.

@@ -35,6 +35,21 @@ func TestReadResult(t *testing.T) {
 	}
 }
 
+// TestReadCyclonusResult reads cyclonus's JUnit report: one <testsuite>,
+// its cases passed unless they hold a <failure>.
+func TestReadCyclonusResult(t *testing.T) {
+	got, err := ReadResult("testdata/cyclonus.xml", AnyCase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Result{Passed: 1, Failed: 2, Failures: []Failure{
+		{Spec: "conflict: ingress and egress"}, {Spec: "egress: deny all"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ReadResult:\n got %+v\nwant %+v", got, want)
+	}
+}
+
 // TestWriteSummary writes one row per run, a total when there are
 // several, and each failure.
 func TestWriteSummary(t *testing.T) {
