@@ -45,8 +45,9 @@ const (
 	// DefaultMinSyncInterval batches the changes of a moment into one
 	// transaction.
 	DefaultMinSyncInterval = 100 * time.Millisecond
-	// DefaultResyncInterval rewrites the table even when nothing changed,
-	// undoing what another program did to it.
+	// DefaultResyncInterval is how often a node checks, when nothing
+	// changed, that its table and base chains are there, and writes them
+	// again if another program deleted them.
 	DefaultResyncInterval = time.Minute
 )
 

@@ -23,6 +23,8 @@ type testNFT struct {
 	*knftables.Fake
 	mu       sync.Mutex
 	failures int
+	// runs counts the transactions written.
+	runs int
 }
 
 func (n *testNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
@@ -32,7 +34,20 @@ func (n *testNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 		n.failures--
 		return errors.New("nft: a transaction that fails")
 	}
+	n.runs++
 	return n.Fake.Run(ctx, tx)
+}
+
+func (n *testNFT) List(ctx context.Context, objectType string) ([]string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Fake.List(ctx, objectType)
+}
+
+func (n *testNFT) written() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.runs
 }
 
 // isolated reports whether ip is in the map m.
@@ -46,7 +61,13 @@ func (n *testNFT) isolated(m, ip string) bool {
 // test ends; nft nil: nftables is not usable.
 func startEnforcer(t *testing.T, client *fake.Clientset, nft *testNFT) (*Enforcer, <-chan error) {
 	t.Helper()
-	e := NewEnforcer(Node{Name: node, Client: client, MinSyncInterval: time.Millisecond, ResyncInterval: time.Hour})
+	return startEnforcerResyncing(t, client, nft, time.Hour)
+}
+
+// startEnforcerResyncing is startEnforcer with the given resync interval.
+func startEnforcerResyncing(t *testing.T, client *fake.Clientset, nft *testNFT, resync time.Duration) (*Enforcer, <-chan error) {
+	t.Helper()
+	e := NewEnforcer(Node{Name: node, Client: client, MinSyncInterval: time.Millisecond, ResyncInterval: resync})
 	e.newNFT = func() (knftables.Interface, error) {
 		if nft == nil {
 			return nil, errors.New("no nft here")
@@ -182,4 +203,33 @@ func waitEvent(t *testing.T, client *fake.Clientset, reason string) {
 	if err != nil {
 		t.Fatalf("no %s event on the Node", reason)
 	}
+}
+
+// TestEnforcerResync: with nothing changed, a resync leaves the table as
+// it stands (no transaction); a table another program deleted is written
+// again at the next one.
+func TestEnforcerResync(t *testing.T) {
+	web := testPod("x", "web", node, "10.42.0.2")
+	deny := policy("x", "deny", "web", networkingv1.NetworkPolicySpec{PolicyTypes: policyTypes(in)})
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, web, namespace("x", nil), deny)
+	nft := &testNFT{Fake: knftables.NewFake(knftables.InetFamily, TableName)}
+	const resync = 10 * time.Millisecond
+	startEnforcerResyncing(t, client, nft, resync)
+	waitIsolated(t, nft, "ingress-v4", "10.42.0.2", true)
+
+	// The informers' first events come after the first write: their
+	// write settles first.
+	time.Sleep(100 * time.Millisecond)
+	before := nft.written()
+	time.Sleep(30 * resync)
+	if n := nft.written() - before; n != 0 {
+		t.Errorf("%d transactions in %d resyncs of an unchanged cluster, want none", n, 30)
+	}
+
+	tx := nft.NewTransaction()
+	tx.Delete(&knftables.Table{})
+	if err := nft.Run(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	waitIsolated(t, nft, "ingress-v4", "10.42.0.2", true)
 }
