@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -100,7 +102,11 @@ func (e *Enforcer) Run(ctx context.Context) error {
 	}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { trigger() },
-		UpdateFunc: func(any, any) { trigger() },
+		UpdateFunc: func(old, new any) {
+			if matters(old, new) {
+				trigger()
+			}
+		},
 		DeleteFunc: func(any) { trigger() },
 	}
 	// The cluster DNS's own EndpointSlices only (clusterdns.go).
@@ -132,6 +138,12 @@ func (e *Enforcer) Run(ctx context.Context) error {
 	var synced sync.Once
 	for {
 		start := time.Now()
+		// What changed until now is in the listers: the ruleset written
+		// next has it (at start, the informers' first events).
+		select {
+		case <-changed:
+		default:
+		}
 		s := state{node: e.node.Name}
 		s.pods, _ = pods.Lister().List(labels.Everything())
 		s.namespaces, _ = namespaces.Lister().List(labels.Everything())
@@ -173,6 +185,34 @@ func (e *Enforcer) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// matters reports whether an update changes what the ruleset reads. Most
+// of a Pod's updates are its kubelet's reports (conditions, containers'
+// states), each of which would otherwise rewrite the whole table.
+func matters(old, new any) bool {
+	switch o := old.(type) {
+	case *corev1.Pod:
+		n, ok := new.(*corev1.Pod)
+		return !ok || !maps.Equal(o.Labels, n.Labels) || o.Spec.NodeName != n.Spec.NodeName || o.Spec.HostNetwork != n.Spec.HostNetwork ||
+			finished(o) != finished(n) || !slices.Equal(o.Status.PodIPs, n.Status.PodIPs) ||
+			!slices.EqualFunc(o.Spec.Containers, n.Spec.Containers, func(a, b corev1.Container) bool { return slices.Equal(a.Ports, b.Ports) })
+	case *corev1.Namespace:
+		n, ok := new.(*corev1.Namespace)
+		return !ok || !maps.Equal(o.Labels, n.Labels)
+	case *networkingv1.NetworkPolicy:
+		n, ok := new.(*networkingv1.NetworkPolicy)
+		return !ok || !equality.Semantic.DeepEqual(o.Spec, n.Spec)
+	case *discoveryv1.EndpointSlice:
+		n, ok := new.(*discoveryv1.EndpointSlice)
+		return !ok || !equality.Semantic.DeepEqual(o.Endpoints, n.Endpoints) || !equality.Semantic.DeepEqual(o.Ports, n.Ports)
+	}
+	return true
+}
+
+// finished reports whether a Pod has ended: its address may be another's.
+func finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 // waitForChange waits for a change of the cluster, or for the table to

@@ -206,8 +206,9 @@ func waitEvent(t *testing.T, client *fake.Clientset, reason string) {
 }
 
 // TestEnforcerResync: with nothing changed, a resync leaves the table as
-// it stands (no transaction); a table another program deleted is written
-// again at the next one.
+// it stands (no transaction), and so does an update that changes nothing
+// the ruleset reads (a Pod's conditions); a table another program
+// deleted is written again at the next resync.
 func TestEnforcerResync(t *testing.T) {
 	web := testPod("x", "web", node, "10.42.0.2")
 	deny := policy("x", "deny", "web", networkingv1.NetworkPolicySpec{PolicyTypes: policyTypes(in)})
@@ -217,8 +218,7 @@ func TestEnforcerResync(t *testing.T) {
 	startEnforcerResyncing(t, client, nft, resync)
 	waitIsolated(t, nft, "ingress-v4", "10.42.0.2", true)
 
-	// The informers' first events come after the first write: their
-	// write settles first.
+	// Whatever the start still owes is written first.
 	time.Sleep(100 * time.Millisecond)
 	before := nft.written()
 	time.Sleep(30 * resync)
@@ -226,9 +226,20 @@ func TestEnforcerResync(t *testing.T) {
 		t.Errorf("%d transactions in %d resyncs of an unchanged cluster, want none", n, 30)
 	}
 
+	// The kubelet's reports of the Pod do not rewrite the table.
+	ctx := context.Background()
+	web.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	if _, err := client.CoreV1().Pods("x").UpdateStatus(ctx, web, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * resync)
+	if n := nft.written() - before; n != 0 {
+		t.Errorf("%d transactions after the Pod's conditions changed, want none", n)
+	}
+
 	tx := nft.NewTransaction()
 	tx.Delete(&knftables.Table{})
-	if err := nft.Run(context.Background(), tx); err != nil {
+	if err := nft.Run(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	waitIsolated(t, nft, "ingress-v4", "10.42.0.2", true)

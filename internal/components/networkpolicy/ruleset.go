@@ -96,7 +96,7 @@ type pod struct {
 func networkPods(pods []*corev1.Pod) []pod {
 	var out []pod
 	for _, p := range pods {
-		if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Spec.HostNetwork || finished(p) {
 			continue
 		}
 		var ips []netip.Addr
