@@ -101,7 +101,7 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		}
 	}
 	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { trigger() },
+		AddFunc: func(any) { trigger() },
 		UpdateFunc: func(old, new any) {
 			if matters(old, new) {
 				trigger()
