@@ -40,6 +40,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeboot/kubeboot/internal/components/networkpolicy"
+	"github.com/kubeboot/kubeboot/internal/components/networkpolicy/networkpolicytest"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -48,7 +49,6 @@ func TestMain(m *testing.M) { harness.Main(m) }
 const (
 	node, otherNode = "bench-node", "other-node"
 	pods, policies  = 1000, 100
-	namespaces      = 10
 	// The real Pods, in ns-0: the client and the server it connects to.
 	clientIP, serverIP = "10.41.0.2", "10.41.0.3"
 	// The server listens on both; the subject policy allows one.
@@ -112,13 +112,13 @@ func (c *cluster) startEnforcer(b *testing.B) {
 	}
 }
 
-// createObjects creates the namespaces, the nodes and the Pods: pods on
-// the node (two of them the real ones) and pods on the other, each with
-// an IP, tolerating their nodes' missing heartbeats.
+// createObjects creates networkpolicytest.Scale's namespaces, nodes and
+// Pods (two of the node's the real ones) with their IPs, tolerating their
+// nodes' missing heartbeats.
 func createObjects(b *testing.B, ctx context.Context, client kubernetes.Interface) {
 	b.Helper()
-	for i := range namespaces {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns-%d", i), Labels: map[string]string{"team": fmt.Sprint(i % 3)}}}
+	scale := networkpolicytest.Scale(node, otherNode, pods, policies)
+	for _, ns := range scale.Namespaces {
 		if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -128,69 +128,37 @@ func createObjects(b *testing.B, ctx context.Context, client kubernetes.Interfac
 			b.Fatal(err)
 		}
 	}
-	type podSpec struct {
-		ns, name, node, ip string
-		labels             map[string]string
-	}
-	specs := []podSpec{
-		{"ns-0", "client", node, clientIP, map[string]string{"app": "client"}},
-		{"ns-0", "server", node, serverIP, map[string]string{"app": "server"}},
-	}
-	for i := range 2*pods - 2 {
-		n := node
-		if i >= pods-2 {
-			n = otherNode
-		}
-		specs = append(specs, podSpec{fmt.Sprintf("ns-%d", i%namespaces), fmt.Sprintf("pod-%d", i), n,
-			fmt.Sprintf("10.%d.%d.%d", 42+i/65536, i/256%256, i%256),
-			map[string]string{"app": fmt.Sprintf("app-%d", i/10%10), "role": fmt.Sprint(i % 2)}})
+	all := scale.Pods[2:]
+	for _, p := range []struct{ name, ip string }{{"client", clientIP}, {"server", serverIP}} {
+		all = append(all, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns-0", Name: p.name, Labels: map[string]string{"app": p.name}},
+			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "none"}}},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: p.ip, PodIPs: []corev1.PodIP{{IP: p.ip}}},
+		})
 	}
 	forever := []corev1.Toleration{
 		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
 		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
 	}
-	parallel(b, len(specs), func(i int) error {
-		s := specs[i]
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name, Labels: s.labels},
-			Spec: corev1.PodSpec{NodeName: s.node, Tolerations: forever, Containers: []corev1.Container{{Name: "c", Image: "none",
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}},
-		}
-		p, err := client.CoreV1().Pods(s.ns).Create(ctx, p, metav1.CreateOptions{})
+	parallel(b, len(all), func(i int) error {
+		p := all[i].DeepCopy()
+		p.Spec.Tolerations = forever
+		created, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
-		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: s.ip, PodIPs: []corev1.PodIP{{IP: s.ip}}}
-		_, err = client.CoreV1().Pods(s.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		created.Status = all[i].Status
+		_, err = client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
 		return err
 	})
 }
 
-// createPolicies creates the policies: policies-1 of BenchmarkRuleset's
-// shape over the other Pods, and the subject policy, which isolates the
-// server and allows the client to allowedPort.
+// createPolicies creates networkpolicytest.Scale's policies, all but one,
+// and the subject policy, which isolates the server and allows the client
+// to allowedPort.
 func createPolicies(b *testing.B, ctx context.Context, client kubernetes.Interface) {
 	b.Helper()
-	all := []*networkingv1.NetworkPolicy{subject(allowedPort)}
-	for i := range policies - 1 {
-		all = append(all, &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%d", i%namespaces), Name: fmt.Sprintf("policy-%d", i)},
-			Spec: networkingv1.NetworkPolicySpec{
-				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app-%d", i/10%10)}},
-				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-				Ingress: []networkingv1.NetworkPolicyIngressRule{{
-					From: []networkingv1.NetworkPolicyPeer{{
-						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprint(i % 3)}},
-						PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"role": fmt.Sprint(i % 2)}},
-					}},
-					Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromInt32(80))}, {Port: ptr.To(intstr.FromString("http"))}},
-				}},
-				Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{
-					IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: []string{fmt.Sprintf("10.%d.0.0/16", i%256)}},
-				}}}},
-			},
-		})
-	}
+	all := append([]*networkingv1.NetworkPolicy{subject(allowedPort)}, networkpolicytest.Scale(node, otherNode, 0, policies-1).Policies...)
 	parallel(b, len(all), func(i int) error {
 		_, err := client.NetworkingV1().NetworkPolicies(all[i].Namespace).Create(ctx, all[i], metav1.CreateOptions{})
 		return err

@@ -4,55 +4,21 @@ package networkpolicy
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
+
+	"github.com/kubeboot/kubeboot/internal/components/networkpolicy/networkpolicytest"
 )
 
-// scaleState is a node's share of a cluster at the scale: pods
-// Pods on the node and as many on others, in 10 namespaces, and policies
-// policies, each selecting a tenth of its namespace's Pods and allowing
-// them from Pods of labelled namespaces on two ports (one named), and
-// egress to a range but a part.
+// scaleState is a node's share of a cluster at the scale
+// (networkpolicytest.Scale).
 func scaleState(pods, policies int) state {
-	s := state{node: node}
-	for i := range 10 {
-		s.namespaces = append(s.namespaces, namespace(fmt.Sprintf("ns-%d", i), map[string]string{"team": fmt.Sprint(i % 3)}))
-	}
-	for i := range 2 * pods {
-		nodeName := node
-		if i >= pods {
-			nodeName = "other"
-		}
-		p := testPod(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("pod-%d", i), nodeName, fmt.Sprintf("10.%d.%d.%d", 42+i/65536, i/256%256, i%256))
-		p.Labels = map[string]string{"app": fmt.Sprintf("app-%d", i/10%10), "role": fmt.Sprint(i % 2)}
-		s.pods = append(s.pods, p)
-	}
-	for i := range policies {
-		np := policy(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("policy-%d", i), fmt.Sprintf("app-%d", i/10%10), networkingv1.NetworkPolicySpec{
-			PolicyTypes: []networkingv1.PolicyType{in, out},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From: []networkingv1.NetworkPolicyPeer{{
-					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprint(i % 3)}},
-					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"role": fmt.Sprint(i % 2)}},
-				}},
-				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromInt32(80))}, {Port: ptr.To(intstr.FromString("http"))}},
-			}},
-			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{
-				IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: []string{fmt.Sprintf("10.%d.0.0/16", i%256)}},
-			}}}},
-		})
-		s.policies = append(s.policies, np)
-	}
-	return s
+	c := networkpolicytest.Scale(node, "other", pods, policies)
+	return state{node: node, pods: c.Pods, namespaces: c.Namespaces, policies: c.Policies}
 }
 
 // BenchmarkRuleset is a full resync of a node with 1,000 Pods and 100
