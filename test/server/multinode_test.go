@@ -156,15 +156,29 @@ func testTwoNodes(t *testing.T, backend string) {
 	t.Run("NetworkPolicy", func(t *testing.T) { checkNetworkPolicy(ctx, t, srv, client, webA, webB) })
 
 	// Last: it restarts the server.
-	t.Run("the agent's node keeps its Pods while the server is gone, and reconnects", func(t *testing.T) {
-		checkServerLoss(ctx, t, srv, bin, serverArgs, webB)
+	t.Run("the agent's node keeps its Pods while the server is gone, and reconnects; the server's node keeps its policies throughout", func(t *testing.T) {
+		// The table stays in the kernel while the server's node is down,
+		// and the restarted node replaces it in one transaction.
+		watch := watchIsolation(ctx, t, client, webA)
+		srv = checkServerLoss(ctx, t, srv, bin, serverArgs, webB)
+		missed, reads, isolated := watch(srv.MustClient(t))
+		if missed > 0 || reads == 0 {
+			t.Errorf("web-a was not isolated in %d of %d reads of the node's table across the restart", missed, reads)
+		}
+		// The restarted node follows the policies: the policy is gone.
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return !isolated(), nil
+		}); err != nil {
+			t.Error("web-a still isolated after its policy was deleted on the restarted server")
+		}
 	})
 }
 
 // checkServerLoss stops the only server: the agent's node keeps its Pods
 // running and reachable, and, once the server is back, its node is Ready
-// again through the agent's reconnection, the Pod never restarted.
-func checkServerLoss(ctx context.Context, t *testing.T, srv *harness.APIServer, bin string, args []string, pod *corev1.Pod) {
+// again through the agent's reconnection, the Pod never restarted. It
+// returns the restarted server.
+func checkServerLoss(ctx context.Context, t *testing.T, srv *harness.APIServer, bin string, args []string, pod *corev1.Pod) *harness.APIServer {
 	if err := srv.Terminate(30 * time.Second); err != nil {
 		t.Fatalf("stopping the server: %v", err)
 	}
@@ -190,6 +204,7 @@ func checkServerLoss(ctx context.Context, t *testing.T, srv *harness.APIServer, 
 			pod.Name, p.UID, pod.UID, p.Status.Phase, p.Status.ContainerStatuses[0].RestartCount)
 	}
 	waitHello(t, net.JoinHostPort(pod.Status.PodIP, "8080"), "hello from "+pod.Name)
+	return srv
 }
 
 // waitPodNetwork waits until node name's pod network is up.

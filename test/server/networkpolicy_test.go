@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,5 +195,56 @@ func waitNodeCondition(ctx context.Context, t *testing.T, client kubernetes.Inte
 	})
 	if err != nil {
 		t.Fatalf("node %s: conditions %+v; want %s %s", node, last, typ, status)
+	}
+}
+
+// watchIsolation isolates pod for ingress with a policy, waits until its
+// node's table (this machine's: the server's node) has it, then reads the
+// table every 100 ms until the returned function is called with a client
+// (of the server then): it deletes the policy through it and reports how
+// many reads did not find the Pod isolated, of how many, and the test of
+// the table it read.
+func watchIsolation(ctx context.Context, t *testing.T, client kubernetes.Interface, pod *corev1.Pod) func(kubernetes.Interface) (missed, reads int, isolated func() bool) {
+	t.Helper()
+	deny := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: pod.Name + "-isolated"}, Spec: networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: pod.Labels},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+	if _, err := client.NetworkingV1().NetworkPolicies(pod.Namespace).Create(ctx, deny, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	isolated := func() bool {
+		out, err := runCommand("nft", "list", "map", "inet", networkpolicy.TableName, "ingress-v4")
+		return err == nil && strings.Contains(out, pod.Status.PodIP+" ")
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return isolated(), nil
+	}); err != nil {
+		t.Fatalf("Pod %s not isolated in this node's table", pod.Name)
+	}
+	stop, done := make(chan struct{}), make(chan [2]int)
+	go func() {
+		var missed, reads int
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- [2]int{missed, reads}
+				return
+			case <-tick.C:
+				reads++
+				if !isolated() {
+					missed++
+				}
+			}
+		}
+	}()
+	return func(client kubernetes.Interface) (int, int, func() bool) {
+		close(stop)
+		r := <-done
+		if err := client.NetworkingV1().NetworkPolicies(pod.Namespace).Delete(ctx, deny.Name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+		return r[0], r[1], isolated
 	}
 }

@@ -210,11 +210,6 @@ func matters(old, new any) bool {
 	return true
 }
 
-// finished reports whether a Pod has ended: its address may be another's.
-func finished(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
-
 // waitForChange waits for a change of the cluster, or for the table to
 // be found missing or short of a base chain at a resync (someone else
 // deleted it), and reports whether to write the table; false: ctx is

@@ -112,6 +112,11 @@ func networkPods(pods []*corev1.Pod) []pod {
 	return out
 }
 
+// finished reports whether a Pod has ended: its address may be another's.
+func finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
 // ruleset computes the node's whole table from s and writes it into tx,
 // replacing whatever the table held: one transaction, which nftables
 // applies entirely or not at all. Policies whose selectors do not parse
