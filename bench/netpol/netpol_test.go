@@ -25,11 +25,11 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -180,34 +180,15 @@ func subject(port int32) *networkingv1.NetworkPolicy {
 	}
 }
 
-// parallel runs f for 0..n-1 on 16 goroutines and fails b on an error.
+// parallel runs f for 0..n-1, 16 at a time, and fails b on an error.
 func parallel(b *testing.B, n int, f func(int) error) {
 	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
+	var g errgroup.Group
+	g.SetLimit(16)
 	for i := range n {
-		next <- i
+		g.Go(func() error { return f(i) })
 	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	if err := errors.Join(slices.Collect(func(yield func(error) bool) {
-		for err := range errs {
-			if !yield(err) {
-				return
-			}
-		}
-	})...); err != nil {
+	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
 }
