@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 )
 
@@ -61,14 +62,7 @@ func dnsEndpoints(endpointSlices []*discoveryv1.EndpointSlice) []dnsEndpoint {
 			if p.Port == nil {
 				continue
 			}
-			dp := dnsPort{protocol: corev1.ProtocolTCP, port: *p.Port}
-			if p.Name != nil {
-				dp.name = *p.Name
-			}
-			if p.Protocol != nil {
-				dp.protocol = *p.Protocol
-			}
-			ports = append(ports, dp)
+			ports = append(ports, dnsPort{name: ptr.Deref(p.Name, ""), protocol: ptr.Deref(p.Protocol, corev1.ProtocolTCP), port: *p.Port})
 		}
 		for _, e := range s.Endpoints {
 			if e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
@@ -159,22 +153,14 @@ func portsAllow(ports []networkingv1.NetworkPolicyPort, name string, protocol co
 		return true
 	}
 	for _, p := range ports {
-		proto := corev1.ProtocolTCP
-		if p.Protocol != nil {
-			proto = *p.Protocol
-		}
-		if proto != protocol {
+		if ptr.Deref(p.Protocol, corev1.ProtocolTCP) != protocol {
 			continue
 		}
 		switch {
 		case p.Port == nil:
 			return true
 		case p.Port.Type == intstr.Int:
-			end := p.Port.IntVal
-			if p.EndPort != nil {
-				end = *p.EndPort
-			}
-			if number >= p.Port.IntVal && number <= end {
+			if number >= p.Port.IntVal && number <= ptr.Deref(p.EndPort, p.Port.IntVal) {
 				return true
 			}
 		case p.Port.StrVal == name:

@@ -3,6 +3,7 @@
 package networkpolicy
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 )
 
@@ -430,20 +433,13 @@ func (b *builder) portMatches(d direction, set string, ports []networkingv1.Netw
 	numbered := map[string][][2]int32{}     // protocol -> port ranges
 	named := map[string][]corev1.Protocol{} // name -> protocols
 	for _, p := range ports {
-		proto := corev1.ProtocolTCP
-		if p.Protocol != nil {
-			proto = *p.Protocol
-		}
+		proto := ptr.Deref(p.Protocol, corev1.ProtocolTCP)
 		l4 := strings.ToLower(string(proto))
 		switch {
 		case p.Port == nil:
 			protocols = append(protocols, l4)
-		case p.Port.Type == 0:
-			end := p.Port.IntVal
-			if p.EndPort != nil {
-				end = *p.EndPort
-			}
-			numbered[l4] = append(numbered[l4], [2]int32{p.Port.IntVal, end})
+		case p.Port.Type == intstr.Int:
+			numbered[l4] = append(numbered[l4], [2]int32{p.Port.IntVal, ptr.Deref(p.EndPort, p.Port.IntVal)})
 		default:
 			named[p.Port.StrVal] = append(named[p.Port.StrVal], proto)
 		}
@@ -515,10 +511,7 @@ func portRanges(protocols map[string][][2]int32) []string {
 }
 
 func protocolOf(cp corev1.ContainerPort) corev1.Protocol {
-	if cp.Protocol == "" {
-		return corev1.ProtocolTCP
-	}
-	return cp.Protocol
+	return cmp.Or(cp.Protocol, corev1.ProtocolTCP)
 }
 
 // hash names a chain or set after key, short and stable.
