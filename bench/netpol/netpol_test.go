@@ -62,9 +62,9 @@ type cluster struct {
 	clientNS string // the client Pod's network namespace
 }
 
-// start starts the API server, creates the objects (without policies, or
-// with them) and the two Pods; not the enforcer.
-func start(b *testing.B, withPolicies bool) *cluster {
+// start starts the API server, creates the objects and the policies, and
+// makes the two real Pods; not the enforcer.
+func start(b *testing.B) *cluster {
 	b.Helper()
 	if _, err := exec.LookPath("nft"); err != nil {
 		b.Fatalf("nft (Debian's nftables) is needed: %v", err)
@@ -80,9 +80,7 @@ func start(b *testing.B, withPolicies bool) *cluster {
 	c := &cluster{client: srv.MustClient(b)}
 	ctx := b.Context()
 	createObjects(b, ctx, c.client)
-	if withPolicies {
-		createPolicies(b, ctx, c.client)
-	}
+	createPolicies(b, ctx, c.client)
 	c.clientNS = podNetNS(b, "client", clientIP)
 	serverNS := podNetNS(b, "server", serverIP)
 	for _, port := range []int{allowedPort, otherPort} {
@@ -128,7 +126,8 @@ func createObjects(b *testing.B, ctx context.Context, client kubernetes.Interfac
 			b.Fatal(err)
 		}
 	}
-	all := scale.Pods[2:]
+	// The real Pods take the places of the node's first two.
+	all := slices.Clone(scale.Pods[2:])
 	for _, p := range []struct{ name, ip string }{{"client", clientIP}, {"server", serverIP}} {
 		all = append(all, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns-0", Name: p.name, Labels: map[string]string{"app": p.name}},
@@ -315,7 +314,7 @@ func (c *cluster) waitDial(ctx context.Context, port int, want bool) (time.Durat
 // new connection to the port it denies is refused. It reports p50 and
 // p99 of the time from the update's answer to that.
 func BenchmarkPolicyChange(b *testing.B) {
-	c := start(b, true)
+	c := start(b)
 	c.startEnforcer(b)
 	ctx := b.Context()
 	if _, err := c.waitDial(ctx, allowedPort, true); err != nil {
@@ -356,7 +355,7 @@ func BenchmarkPolicyChange(b *testing.B) {
 // policies (the server isolated, the client allowed) and one without
 // them, and reports each's MB/s.
 func BenchmarkThroughput(b *testing.B) {
-	c := start(b, true)
+	c := start(b)
 	c.startEnforcer(b)
 	ctx := b.Context()
 	mbps := map[bool][]float64{}
@@ -428,7 +427,7 @@ func (c *cluster) send(b *testing.B, d time.Duration) (int64, time.Duration) {
 // informers' copies of the Pods, Namespaces and policies), and the CPU it
 // and its nft processes use over each minute, its resync check included.
 func BenchmarkIdle(b *testing.B) {
-	c := start(b, true)
+	c := start(b)
 	before := rss(b)
 	c.startEnforcer(b)
 	// The nodes have no kubelet: 40 s after they appear, the node
