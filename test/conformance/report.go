@@ -12,7 +12,7 @@ import (
 )
 
 // Result is what a ginkgo run's JUnit report says of the specs it ran
-// that count (ConformanceSpec, AnySpec).
+// that count (ConformanceSpec, AnySpec, AnyCase).
 type Result struct {
 	Passed, Failed, Skipped int
 	// Duration is the run's, as ginkgo measured it.
