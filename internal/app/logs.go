@@ -12,7 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"gopkg.in/natefinch/lumberjack.v2"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 )
 
 // logToStderrFlag keeps every log line on the terminal, as before
@@ -57,6 +59,11 @@ func (f *logFile) Write(p []byte) (int, error) {
 	if len(p) > 0 && (p[0] == 'E' || p[0] == 'F') {
 		f.toTerminal(p)
 	}
+	return f.record(p)
+}
+
+// record writes p to the file only.
+func (f *logFile) record(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.out != nil {
@@ -129,5 +136,29 @@ func routeLogs(cmd *cobra.Command, terminal io.Writer) *logFile {
 	}
 	klog.SetOutput(f)
 	log.SetOutput(stdLog{file: f})
+	utilruntime.ErrorHandlers[0] = unhandledErrorsToFile(f)
 	return f
+}
+
+// fileOnly is the log file without the terminal.
+type fileOnly struct{ file *logFile }
+
+func (w fileOnly) Write(p []byte) (int, error) { return w.file.record(p) }
+
+// unhandledErrorsToFile is apimachinery's first error handler, which
+// logs what is handed to utilruntime.HandleError, writing the same line
+// to the log file only. Upstream hands it the errors its caller retries
+// or cannot return: a controller's sync that failed and is queued again
+// (1.37's ReplicaSet controller reads its own writes back and retries
+// until the cache has them), a watch restarted. A user can do nothing
+// about them, and what needs a user is in the objects' events and
+// conditions; the errors a component logs itself still reach the
+// terminal. The line lacks the names a caller's contextual logger would
+// add: klog cannot write them anywhere but its one output.
+func unhandledErrorsToFile(f *logFile) utilruntime.ErrorHandler {
+	// As upstream's: its caller is <caller> -> HandleError* -> handleError -> here.
+	logger := klog.LoggerWithName(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(fileOnly{f}))).WithCallDepth(3), "UnhandledError")
+	return func(_ context.Context, err error, msg string, keysAndValues ...any) {
+		logger.Error(err, msg, keysAndValues...)
+	}
 }

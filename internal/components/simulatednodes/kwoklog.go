@@ -8,15 +8,19 @@ import (
 	"slices"
 	"strings"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 )
 
 // kwokLog is the writer kwok's logger writes to: kwok logs through
 // log/slog, each record one JSON object on a line (slog's JSONHandler:
 // time, level, source, msg, then its attributes). Each record is logged
-// again through logger, at its level, so that kwok's lines go where the
-// server's do: the log file, errors also on the terminal until the server
-// stops (and every line on standard error with --log-to-stderr).
+// again through logger, so that kwok's lines go where the server's do.
+// Its errors are those of work it retries (a stage applied to a Pod that
+// is already gone, a status update that conflicted), the simulated
+// kubelet's as a controller's are its own: they go through
+// utilruntime.HandleError as upstream's controllers' do, which the server
+// keeps to its log file.
 type kwokLog struct {
 	logger klog.Logger
 }
@@ -59,7 +63,7 @@ func (w kwokLog) record(line []byte) {
 		kv = append(kv, k, rec[k])
 	}
 	if strings.HasPrefix(level, "ERROR") {
-		w.logger.Error(errValue, msg, kv...)
+		utilruntime.HandleErrorWithLogger(w.logger, errValue, msg, kv...)
 		return
 	}
 	if errValue != nil {

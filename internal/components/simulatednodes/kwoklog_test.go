@@ -11,12 +11,12 @@ func TestKwokLog(t *testing.T) {
 	tests := []struct {
 		name string
 		line string
-		want string // what the logger got, funcr's rendering: errors have no "level"
+		want string // what the logger got, funcr's rendering (its name first): errors have no "level"
 	}{
 		{
-			"an error, with its err and attributes",
+			"an error, with its err and attributes, as an unhandled error",
 			`{"time":"2026-11-26T21:50:44Z","level":"ERROR","source":{"function":"f","file":"x.go","line":1},"msg":"failed to apply stage","err":"context canceled","node":"simulated-1","stage":"node-initialize"}`,
-			`"msg"="failed to apply stage" "error"="context canceled" "node"="simulated-1" "stage"="node-initialize"`,
+			`UnhandledError "msg"="failed to apply stage" "error"="context canceled" "node"="simulated-1" "stage"="node-initialize"`,
 		},
 		{
 			"a warning, as info",
@@ -37,7 +37,7 @@ func TestKwokLog(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			logger := funcr.New(func(prefix, args string) { got = append(got, args) }, funcr.Options{})
+			logger := funcr.New(func(prefix, args string) { got = append(got, strings.TrimSpace(prefix+" "+args)) }, funcr.Options{})
 			n, err := kwokLog{logger: logger}.Write([]byte(tc.line + "\n"))
 			if err != nil || n != len(tc.line)+1 {
 				t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(tc.line)+1)
