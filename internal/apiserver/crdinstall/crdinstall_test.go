@@ -89,27 +89,27 @@ func TestLoad(t *testing.T) {
 		{
 			name:    "v1beta1 is not served",
 			files:   map[string]string{"old.yaml": strings.Replace(crdYAML("Widget"), "apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1", 1)},
-			wantErr: `old.yaml (document 1): apiVersion "apiextensions.k8s.io/v1beta1" is not served`,
+			wantErr: `old.yaml:1 (document 1): apiVersion "apiextensions.k8s.io/v1beta1" is not served`,
 		},
 		{
 			name:    "unknown field",
 			files:   map[string]string{"typo.yaml": strings.Replace(crdYAML("Widget"), "scope:", "scopes: x\n  scope:", 1)},
-			wantErr: `typo.yaml (document 1): error unmarshaling JSON: while decoding JSON: json: unknown field "scopes"`,
+			wantErr: `typo.yaml:1 (document 1): error unmarshaling JSON: while decoding JSON: json: unknown field "scopes"`,
 		},
 		{
 			name:    "malformed YAML",
 			files:   map[string]string{"bad.yaml": "apiVersion: apiextensions.k8s.io/v1\nkind: [CustomResourceDefinition\n"},
-			wantErr: "bad.yaml (document 1): error converting YAML to JSON",
+			wantErr: "bad.yaml:1 (document 1): error converting YAML to JSON",
 		},
 		{
 			name:    "no name",
 			files:   map[string]string{"anon.yaml": strings.Replace(crdYAML("Widget"), "name: widgets.example.com", "labels: {}", 1)},
-			wantErr: "anon.yaml (document 1): metadata.name: Required value",
+			wantErr: "anon.yaml:1 (document 1): metadata.name: Required value",
 		},
 		{
 			name:    "defined twice",
 			files:   map[string]string{"a.yaml": crdYAML("Widget"), "b.yaml": crdYAML("Widget")},
-			wantErr: `b.yaml (document 1): CustomResourceDefinition "widgets.example.com" is also defined in`,
+			wantErr: `b.yaml:1 (document 1): CustomResourceDefinition "widgets.example.com" is also defined in`,
 		},
 	}
 	for _, tc := range tests {

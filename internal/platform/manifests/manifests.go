@@ -5,23 +5,20 @@
 package manifests
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
 // Document is one manifest of a file.
 type Document struct {
-	// Source is "<file> (document <n>)".
+	// Source is "<file>:<line> (document <n>)", the line the document
+	// starts on.
 	Source string
 	metav1.TypeMeta
 	// Data is the document as written.
@@ -56,31 +53,59 @@ func Files(path string) ([]string, error) {
 // with neither kind nor apiVersion (only comments, an empty map). A
 // document that does not parse is an error naming its source.
 func ReadFile(file string) ([]Document, error) {
-	f, err := os.Open(file)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	var docs []Document
-	for n := 1; ; n++ {
-		data, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if len(bytes.TrimSpace(data)) == 0 {
-			continue
-		}
-		doc := Document{Source: fmt.Sprintf("%s (document %d)", file, n), Data: data}
-		if err := yaml.Unmarshal(data, &doc.TypeMeta); err != nil {
-			return nil, fmt.Errorf("%s: %w", doc.Source, err)
-		}
-		if doc.Kind == "" && doc.APIVersion == "" {
-			continue
-		}
-		docs = append(docs, doc)
-	}
+	return Parse(file, data)
 }
+
+// Parse is ReadFile of data, read from file. Documents are separated as
+// kubectl's reader separates them (utilyaml.YAMLReader): by a line that
+// starts with "---", followed by nothing but spaces or a comment; each
+// keeps the line it starts on, from which a YAML error's "line n" counts.
+func Parse(file string, data []byte) ([]Document, error) {
+	var docs []Document
+	n, line, start := 0, 0, 1
+	var doc []byte
+	end := func() error {
+		if len(doc) == 0 {
+			return nil
+		}
+		n++
+		data := doc
+		doc = nil
+		if len(bytes.TrimSpace(data)) == 0 {
+			return nil
+		}
+		d := Document{Source: fmt.Sprintf("%s:%d (document %d)", file, start, n), Data: data}
+		if err := yaml.Unmarshal(data, &d.TypeMeta); err != nil {
+			return fmt.Errorf("%s: %w", d.Source, err)
+		}
+		if d.Kind != "" || d.APIVersion != "" {
+			docs = append(docs, d)
+		}
+		return nil
+	}
+	for l := range bytes.Lines(data) {
+		line++
+		if rest, ok := bytes.CutPrefix(l, []byte(separator)); ok {
+			if trimmed := bytes.TrimSpace(rest); len(trimmed) > 0 && trimmed[0] != '#' {
+				return nil, fmt.Errorf("%s:%d: invalid YAML document separator: %s", file, line, trimmed)
+			}
+			if err := end(); err != nil {
+				return nil, err
+			}
+			start = line + 1
+			continue
+		}
+		doc = append(doc, l...)
+	}
+	if err := end(); err != nil {
+		return nil, err
+	}
+	return docs, nil
+}
+
+// separator begins the line that separates two YAML documents.
+const separator = "---"
