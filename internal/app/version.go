@@ -17,7 +17,10 @@ func printVersion(cmd *cobra.Command) {
 		commit = commit[:12]
 	}
 	if commit == "" {
-		commit = "unknown"
+		// Go records the checkout's commit in `go build`'s and `go
+		// install`'s binaries, unless GOFLAGS has -buildvcs=false, and
+		// never in `go run`'s.
+		commit = "unknown: go build -buildvcs=true records it"
 	} else if info.GitTreeState == "dirty" {
 		commit += "-dirty"
 	}

@@ -2,7 +2,10 @@ package version
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"k8s.io/apiserver/pkg/util/compatibility"
@@ -39,5 +42,32 @@ func TestUpstream(t *testing.T) {
 	v := compatibility.DefaultBuildEffectiveVersion().BinaryVersion()
 	if got := fmt.Sprintf("%d.%d.%d", v.Major(), v.Minor(), v.Patch()); got != Kube() {
 		t.Errorf("components' binary version = %s, want %s", v, Kube())
+	}
+}
+
+// TestVCSStamp: a program built by `go build` in a git checkout names
+// the checkout's commit, which Go records in the build information, with
+// no link flags. (Go records none under `go run`, or with -buildvcs=false
+// in GOFLAGS; then the version line says how to get it.)
+func TestVCSStamp(t *testing.T) {
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "printversion")
+	build := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "./testdata/printversion")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, treeState, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if commit != strings.TrimSpace(string(head)) {
+		t.Errorf("commit %q, want HEAD %s", commit, head)
+	}
+	if treeState != "clean" && treeState != "dirty" {
+		t.Errorf("tree state %q, want clean or dirty", treeState)
 	}
 }
