@@ -224,7 +224,7 @@ func TestBadServerFlags(t *testing.T) {
 		{"cluster domain not a domain", []string{"--cluster-domain=Cluster_Local"}, "--cluster-domain"},
 		{"cluster DNS port out of range", []string{"--cluster-dns-port=70000"}, "--cluster-dns-port"},
 		{"cluster DNS upstream not an address", []string{"--cluster-dns-upstream=dns.example"}, "--cluster-dns-upstream"},
-		{"unknown piece to disable", []string{"--disable=traefik"}, "--disable"},
+		{"piece to disable neither built in nor a file name", []string{"--disable=charts/traefik"}, "--disable"},
 		// kube-controller-manager: leader migration hands controllers to a
 		// cloud-controller-manager, which kubeboot does not run.
 		{"controller manager leader migration", []string{"--controller-manager-arg=--enable-leader-migration"}, "--enable-leader-migration"},

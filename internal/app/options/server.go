@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/agenttunnel"
+	"github.com/kubeboot/kubeboot/internal/components/autodeploy"
 	"github.com/kubeboot/kubeboot/internal/components/clusterdns"
 	"github.com/kubeboot/kubeboot/internal/components/hostnode"
 	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
@@ -133,7 +134,8 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 		"The nodes serve each other the images their containerd holds, for the registries their registries.yaml lists under mirrors (k3s's flag): "+
 			"an image pulled or imported on one node is pulled by the others from it, over TLS with the cluster's certificates, on port "+strconv.Itoa(registrymirror.Port)+".")
 	fs.StringSliceVar(&o.Disable, "disable", o.Disable,
-		"Pieces the server leaves out (repeatable, or comma-separated): "+strings.Join(disableable, ", ")+".")
+		"Pieces the server leaves out (repeatable, or comma-separated): "+strings.Join(disableable, ", ")+
+			"; any other NAME leaves alone the manifest NAME (or NAME.yaml, .yml, .json) in <data-dir>/server/manifests, which the server otherwise applies.")
 	fs.StringArrayVar(&o.ControllerManagerArgs, "controller-manager-arg", nil,
 		"Another kube-controller-manager flag, as --name=value (repeatable), e.g. --controller-manager-arg=--node-monitor-period=2s.")
 	fs.StringArrayVar(&o.SchedulerArgs, "scheduler-arg", nil,
@@ -146,8 +148,9 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 func (o *Server) Validate() error {
 	errs := []error{o.APIServer.Validate(), o.ClusterDNS.Validate()}
 	for _, d := range o.Disable {
-		if !slices.Contains(disableable, d) {
-			errs = append(errs, fmt.Errorf("--disable %q: not a piece of the server (%s)", d, strings.Join(disableable, ", ")))
+		// Other names are the manifests directory's files, as k3s takes them.
+		if !slices.Contains(disableable, d) && (d == "" || strings.ContainsAny(d, `/\`)) {
+			errs = append(errs, fmt.Errorf("--disable %q: neither a piece of the server (%s) nor a manifest's file name", d, strings.Join(disableable, ", ")))
 		}
 	}
 	for _, c := range []struct {
@@ -275,6 +278,7 @@ func (o *Server) Config() controlplane.Config {
 		c.NetworkPolicy = true
 		c.Components = append(c.Components, networkpolicy.New())
 	}
+	c.Components = append(c.Components, autodeploy.New(o.Disable))
 	if o.SimulatedNodes.Count > 0 {
 		// The nodes take their pod CIDRs from kube-controller-manager when
 		// it allocates them (--allocate-node-cidrs), else from
