@@ -33,12 +33,11 @@ const (
 )
 
 // cyclonus's NetworkPolicy cases (netpol_test.go): the module, under this
-// one, of their runner and of the worker its Pods run; cyclonus's module;
-// and the image its Pods run when it probes in batches, as it names it
-// (Docker Hub's, which the nodes mirror to the run's registry too).
+// one, of their runner and of the worker its Pods run (worker/), and the
+// image its Pods run when it probes in batches, as it names it (Docker
+// Hub's, which the nodes mirror to the run's registry too).
 const (
 	CyclonusDir         = "test/conformance/cyclonus"
-	cyclonusModule      = "github.com/mattfenwick/cyclonus"
 	cyclonusWorkerImage = "docker.io/mfenwick100/cyclonus-worker:latest"
 )
 
@@ -198,9 +197,10 @@ func (b *builder) prepare() error {
 		}
 		b.bins[name] = out
 	}
-	// cyclonus's worker, from the module of cyclonus's runner (CyclonusDir).
+	// cyclonus's worker, issuing a batch's requests at once, from the
+	// module of cyclonus's runner (CyclonusDir).
 	out := filepath.Join(bin, "cyclonus-worker")
-	cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w", "-o", out, cyclonusModule+"/cmd/worker")
+	cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w", "-o", out, "./worker")
 	cmd.Dir = filepath.Join(b.module, CyclonusDir)
 	if err := run(cmd); err != nil {
 		return fmt.Errorf("building cyclonus's worker: %w", err)
