@@ -13,7 +13,8 @@
 # filter, runs the specs it selects instead of [Conformance]'s (upstream's
 # NetworkPolicy specs: LABELS='Feature: containsAny NetworkPolicy'); NETPOL
 # runs cyclonus's generated NetworkPolicy cases after the specs (all,
-# ci, or cyclonus's tags; without FOCUS or LABELS, only those);
+# ci, or cyclonus's tags, a tag after "-" leaving its cases out:
+# all,-multi-peer; without FOCUS or LABELS, only those);
 # CONFORMANCE_CACHE keeps
 # the build (default ~/.cache/kubeboot/conformance); AGENTLESS=1 runs on
 # a server that is no node and two agents instead of `server --node` and

@@ -43,7 +43,7 @@ var (
 	netpol = flag.String("conformance.netpol", "",
 		"cyclonus's generated NetworkPolicy cases to run after the specs (alone, without -conformance.focus, -labels or -full): "+
 			"'ci' (CI's slice, run after CI's slice of specs when no flag chooses), 'all' (every case this kernel can run), 'none', "+
-			"or a comma-separated list of cyclonus's tags")
+			"or a comma-separated list of cyclonus's tags, and of tags after a '-' whose cases are left out (all,-multi-peer)")
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }

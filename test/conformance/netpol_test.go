@@ -36,11 +36,11 @@ var ciNetpolCases = []string{
 var netpolExcluded = []string{"sctp"}
 
 // netpolSelection is the generated cases -conformance.netpol selects:
-// those with any of include's tags (all, if none) whose description
-// focus matches.
+// those with any of include's tags (all, if none) and none of exclude's,
+// whose description focus matches.
 type netpolSelection struct {
-	include []string
-	focus   string
+	include, exclude []string
+	focus            string
 }
 
 // netpolCases are the generated cases -conformance.netpol selects on a
@@ -62,10 +62,18 @@ func netpolCases(sh shape) (netpolSelection, bool) {
 			quoted = append(quoted, regexp.QuoteMeta(d))
 		}
 		return netpolSelection{focus: "^(" + strings.Join(quoted, "|") + ")$"}, true
-	case "all":
-		return netpolSelection{}, true
 	}
-	return netpolSelection{include: strings.Split(*netpol, ",")}, true
+	// all, or cyclonus's tags, each with a "-" before it to leave out the
+	// cases it tags.
+	var sel netpolSelection
+	for _, tag := range strings.Split(*netpol, ",") {
+		if t, ok := strings.CutPrefix(tag, "-"); ok {
+			sel.exclude = append(sel.exclude, t)
+		} else if tag != "all" {
+			sel.include = append(sel.include, tag)
+		}
+	}
+	return sel, true
 }
 
 // buildCyclonus builds the cases' runner into dir's bin.
@@ -100,7 +108,7 @@ func runCyclonus(ctx context.Context, t *testing.T, a artifacts, kubeconfig stri
 	}
 	defer log.Close()
 	args := []string{
-		"--server-protocol=TCP,UDP", "--exclude=" + strings.Join(netpolExcluded, ","),
+		"--server-protocol=TCP,UDP", "--exclude=" + strings.Join(append(sel.exclude, netpolExcluded...), ","),
 		// Policies reach the nodes' rulesets well within this (the
 		// enforcer batches changes for 100 ms); a probe that disagrees is
 		// repeated twice before the case fails.
