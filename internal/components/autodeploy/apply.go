@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,8 +55,9 @@ type applier struct {
 	recorder record.EventRecorder
 	// reported holds, by file, the checksum of content that cannot apply
 	// until the file changes (it does not parse), once its event is sent:
-	// each resync would repeat it.
-	reported map[string]string
+	// each resync would repeat it. Files sync in parallel, each in one
+	// worker at a time.
+	reported sync.Map
 }
 
 // object is one object of a file, ready to apply.
@@ -125,7 +127,7 @@ func (a *applier) sync(ctx context.Context, file string) error {
 		return err
 	}
 	sum := checksum(data)
-	if (rec != nil && rec.checksum == sum) || a.reported[file] == sum {
+	if reported, _ := a.reported.Load(file); (rec != nil && rec.checksum == sum) || reported == sum {
 		return nil
 	}
 	if rec == nil {
@@ -165,7 +167,7 @@ func (a *applier) sync(ctx context.Context, file string) error {
 		}
 		a.recorder.Eventf(rec.cm, corev1.EventTypeWarning, reason, "%s: %v", file, err)
 		if reason == ReasonInvalid {
-			a.reported[file] = sum
+			a.reported.Store(file, sum)
 			logger.Error(err, "Manifest not applied: nothing of it is, until the file changes")
 			return nil
 		}
@@ -176,7 +178,7 @@ func (a *applier) sync(ctx context.Context, file string) error {
 		}
 		return err
 	}
-	delete(a.reported, file)
+	a.reported.Delete(file)
 	rec.checksum, rec.objects, rec.server = sum, refs, a.server
 	if err := a.save(ctx, rec); err != nil {
 		return err

@@ -70,6 +70,14 @@ const (
 	maxBackoff = 5 * time.Minute
 )
 
+// Files are applied by a few workers at once, each request of theirs
+// within the applier's client-side rate limit.
+const (
+	workers     = 4
+	clientQPS   = 500
+	clientBurst = 1000
+)
+
 // Dir is the manifests directory of a server's data dir.
 func Dir(dataDir string) string { return filepath.Join(dataDir, "server", "manifests") }
 
@@ -112,6 +120,10 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
+	// A file's objects are tried, applied and recorded in a dozen
+	// requests or so: the loopback's 50 a second made a folder of 20
+	// files take 5 s. The server's priority and fairness still governs.
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -135,25 +147,26 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		server: s.AdvertiseAddress().String(), dir: c.dir, skip: c.skip, client: client, dyn: dyn,
 		mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery())),
 		recorder: broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "kubeboot-manifests"}),
-		reported: map[string]string{},
 	}
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](minBackoff, maxBackoff),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "manifests"})
 	defer queue.ShutDown()
-	go func() {
-		for {
-			name, shutdown := queue.Get()
-			if shutdown {
-				return
+	for range workers {
+		go func() {
+			for {
+				name, shutdown := queue.Get()
+				if shutdown {
+					return
+				}
+				if err := a.sync(ctx, name); err != nil {
+					queue.AddRateLimited(name)
+				} else {
+					queue.Forget(name)
+				}
+				queue.Done(name)
 			}
-			if err := a.sync(ctx, name); err != nil {
-				queue.AddRateLimited(name)
-			} else {
-				queue.Forget(name)
-			}
-			queue.Done(name)
-		}
-	}()
+		}()
+	}
 	enqueueAll := func() {
 		names, err := a.names(ctx)
 		if err != nil {
