@@ -173,6 +173,17 @@ func (a *applier) sync(ctx context.Context, file string) error {
 		}
 		if reason == ReasonApplyFailed || reason == ReasonPruneFailed {
 			logger.Error(err, "Applying a manifest failed; it is tried again")
+			// Part of it may be applied: the record knows those objects
+			// too, so that removing the file before it applies deletes
+			// them; its checksum stays the last applied.
+			for _, r := range refs {
+				if !slices.Contains(rec.objects, r) {
+					rec.objects = append(rec.objects, r)
+				}
+			}
+			if err := a.save(ctx, rec); err != nil {
+				logger.Error(err, "Recording a manifest's objects")
+			}
 		} else {
 			logger.Error(err, "Manifest not applied: nothing of it is; it is tried again", "reason", reason)
 		}

@@ -120,9 +120,9 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	// A file's objects are tried, applied and recorded in a dozen
-	// requests or so: the loopback's 50 a second made a folder of 20
-	// files take 5 s. The server's priority and fairness still governs.
+	// Each worker spends a dozen requests or so on a file (its objects
+	// tried, applied, recorded): the loopback's 50 a second would set
+	// their pace. The server's priority and fairness still governs.
 	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
