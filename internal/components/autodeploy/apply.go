@@ -133,7 +133,7 @@ func (a *applier) sync(ctx context.Context, file string) error {
 	if rec == nil {
 		// The record exists before anything is applied: the events
 		// are on it.
-		rec = &fileRecord{file: file}
+		rec = &fileRecord{file: file, server: a.server}
 		if err := a.save(ctx, rec); err != nil {
 			return err
 		}
@@ -176,6 +176,7 @@ func (a *applier) sync(ctx context.Context, file string) error {
 			// Part of it may be applied: the record knows those objects
 			// too, so that removing the file before it applies deletes
 			// them; its checksum stays the last applied.
+			rec.server = a.server
 			for _, r := range refs {
 				if !slices.Contains(rec.objects, r) {
 					rec.objects = append(rec.objects, r)
