@@ -197,7 +197,7 @@ func (b *builder) prepare() error {
 		}
 		b.bins[name] = out
 	}
-	// cyclonus's worker, issuing a batch's requests at once, from the
+	// The cases' worker, connecting from its own process, from the
 	// module of cyclonus's runner (CyclonusDir).
 	out := filepath.Join(bin, "cyclonus-worker")
 	cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w", "-o", out, "./worker")
