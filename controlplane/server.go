@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -294,6 +295,11 @@ func (s *Server) Reset(ctx context.Context) error {
 // AdvertiseAddress is the address the server's peers and nodes reach it
 // at (--advertise-address, resolved).
 func (s *Server) AdvertiseAddress() netip.Addr { return s.cfg.apiserver.AdvertiseAddress }
+
+// DialCluster is how the server connects to the cluster's network (its
+// nodes' kubelets and Pods): the component's Needs.Egress that routes it
+// (agents' tunnels), or nil for directly.
+func (s *Server) DialCluster() utilnet.DialFunc { return s.cfg.apiserver.Egress }
 
 // DataDir returns Config.DataDir, defaulted.
 func (s *Server) DataDir() string { return s.cfg.DataDir }

@@ -26,6 +26,13 @@
 // process's CPU per node, its RSS, the etcd writes per second (the
 // apiserver's etcd_requests_total for create and update) and the p99 of
 // 200 `get pod`s.
+//
+// BenchmarkTop runs -nodes nodes, waits until the resource metrics API
+// has every node's usage, then reports the median and p99 of listing
+// every NodeMetrics (the API `kubectl top nodes` reads) and the median of
+// `kubectl top nodes` itself (a process, its discovery included).
+//
+//	go test ./bench/nodes -run '^$' -bench Top -benchtime 20x
 package nodes
 
 import (
@@ -52,6 +59,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeboot/kubeboot/bench/internal/benchserver"
@@ -76,9 +84,9 @@ type server struct {
 	client kubernetes.Interface
 }
 
-func start(b *testing.B) server {
+func start(b *testing.B, args ...string) server {
 	srv := benchserver.Server(b, time.Minute, benchserver.Components{Scheduler: benchserver.ClientLimits(*schedulerQPS)},
-		fmt.Sprintf("--simulated-nodes=%d", *nodes)).Start(b)
+		append([]string{fmt.Sprintf("--simulated-nodes=%d", *nodes)}, args...)...).Start(b)
 	b.Cleanup(func() {
 		select {
 		case <-srv.Exited(): // stopped by the benchmark
@@ -328,4 +336,57 @@ func getPodP99(b *testing.B, client kubernetes.Interface) time.Duration {
 	}
 	slices.Sort(took)
 	return took[len(took)*99/100]
+}
+
+func BenchmarkTop(b *testing.B) {
+	srv := start(b, "--metrics-server-arg=--metric-resolution=15s")
+	cfg, err := srv.Config()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.QPS = -1
+	metrics := metricsclient.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	began := time.Now()
+	var have int
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := metrics.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		have = len(list.Items)
+		return have == *nodes, nil
+	}); err != nil {
+		b.Fatalf("metrics of %d of %d nodes: %v", have, *nodes, err)
+	}
+	b.Logf("metrics of every node %s after the nodes were Ready", time.Since(began).Round(time.Second))
+	kubectl, err := harness.Kubectl()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lists, tops []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		list, err := metrics.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != *nodes {
+			b.Fatalf("NodeMetrics: %v (%d)", err, len(list.Items))
+		}
+		lists = append(lists, time.Since(start))
+		start = time.Now()
+		out, err := exec.Command(kubectl, "--kubeconfig", filepath.Join(srv.DataDir, "admin.kubeconfig"), "top", "nodes", "--no-headers").Output()
+		if err != nil {
+			b.Fatalf("kubectl top nodes: %v", err)
+		}
+		tops = append(tops, time.Since(start))
+		if n := strings.Count(string(out), "\n"); n != *nodes {
+			b.Fatalf("kubectl top nodes: %d lines, want %d", n, *nodes)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lists)
+	slices.Sort(tops)
+	b.ReportMetric(float64(lists[len(lists)/2].Microseconds())/1000, "ms-list-p50")
+	b.ReportMetric(float64(lists[(len(lists)*99)/100].Microseconds())/1000, "ms-list-p99")
+	b.ReportMetric(float64(tops[len(tops)/2].Microseconds())/1000, "ms-kubectl-top-p50")
 }

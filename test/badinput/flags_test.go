@@ -225,6 +225,11 @@ func TestBadServerFlags(t *testing.T) {
 		{"cluster DNS port out of range", []string{"--cluster-dns-port=70000"}, "--cluster-dns-port"},
 		{"cluster DNS upstream not an address", []string{"--cluster-dns-upstream=dns.example"}, "--cluster-dns-upstream"},
 		{"piece to disable neither built in nor a file name", []string{"--disable=charts/traefik"}, "--disable"},
+		// metrics-server.
+		{"unknown metrics-server flag", []string{"--metrics-server-arg=--no-such-flag=1"}, "--metrics-server-arg"},
+		{"metrics-server flag not forwarded", []string{"--metrics-server-arg=--kubeconfig=/tmp/k"}, "--metrics-server-arg"},
+		{"metric resolution under metrics-server's least", []string{"--metrics-server-arg=--metric-resolution=5s"}, "--metric-resolution"},
+		{"kubelet timeout past the metric resolution", []string{"--metrics-server-arg=--metric-resolution=10s"}, "--kubelet-request-timeout"},
 		// kube-controller-manager: leader migration hands controllers to a
 		// cloud-controller-manager, which kubeboot does not run.
 		{"controller manager leader migration", []string{"--controller-manager-arg=--enable-leader-migration"}, "--enable-leader-migration"},

@@ -83,6 +83,7 @@ func testTwoNodes(t *testing.T, backend string) {
 	}
 	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--advertise-address", serverMachine, "--flannel-backend="+backend,
 		"--embedded-registry", "--private-registry="+writePeerRegistries(t))
+	serverArgs = append(serverArgs, metricsArgs...)
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
 	harness.HandOverToken(t, dataDir, tokenFile)
 	client := srv.MustClient(t)
@@ -154,6 +155,12 @@ func testTwoNodes(t *testing.T, backend string) {
 	})
 
 	t.Run("NetworkPolicy", func(t *testing.T) { checkNetworkPolicy(ctx, t, srv, client, webA, webB) })
+
+	if backend == "vxlan" {
+		t.Run("kubectl top shows both nodes and their Pods, scraped from their kubelets", func(t *testing.T) {
+			checkNodeResourceMetrics(t, srv, []string{nodeName, agentNodeName}, []string{webA.Name, webB.Name})
+		})
+	}
 
 	// Last: it restarts the server.
 	t.Run("the agent's node keeps its Pods while the server is gone, and reconnects; the server's node keeps its policies throughout", func(t *testing.T) {

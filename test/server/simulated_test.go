@@ -60,6 +60,9 @@ func TestSimulatedNodes(t *testing.T) {
 		"--allocate-node-cidrs=false", "--flannel-backend=none", "--simulated-node-cidr="+simulatedCIDR,
 		fmt.Sprintf("--simulated-node-lease-duration=%s", simulatedLease),
 		fmt.Sprintf("--simulated-pod-startup-delay=%s", simulatedStartupDelay),
+		metricsArgs[0], metricsArgs[1],
+		// The HPA of the metrics check acts every second, not every 15.
+		"--controller-manager-arg=--horizontal-pod-autoscaler-sync-period=1s",
 	)
 	// The nodes are created once the apiserver is ready, so after
 	// startServer returns.
@@ -89,6 +92,7 @@ func TestSimulatedNodes(t *testing.T) {
 	t.Run("a StatefulSet rolls out in order", func(t *testing.T) { checkSimulatedStatefulSet(t, client) })
 	t.Run("a claim gets a local volume on its Pod's node", func(t *testing.T) { checkSimulatedLocalStorage(t, srv, client) })
 	t.Run("no kubelet to reach", func(t *testing.T) { checkSimulatedNoKubelet(t, srv, client) })
+	t.Run("resource metrics, and an HPA scaling on them", func(t *testing.T) { checkSimulatedResourceMetrics(t, srv, client) })
 	// Last: the failed node stays failed.
 	t.Run("a failed node is tainted and its Pods evicted", func(t *testing.T) { checkSimulatedNodeFailure(t, client) })
 }

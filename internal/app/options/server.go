@@ -12,6 +12,7 @@ import (
 	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
 	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	msoptions "sigs.k8s.io/metrics-server/cmd/metrics-server/app/options"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/agenttunnel"
@@ -23,6 +24,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/kubeletserving"
 	"github.com/kubeboot/kubeboot/internal/components/kubescheduler"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
+	"github.com/kubeboot/kubeboot/internal/components/metricsserver"
 	"github.com/kubeboot/kubeboot/internal/components/networkpolicy"
 	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/components/servicelb"
@@ -64,12 +66,15 @@ type Server struct {
 	// Disable is --disable: the pieces a server runs by default that it
 	// leaves out (k3s's flag; disableable).
 	Disable []string
-	// ControllerManagerArgs and SchedulerArgs are --controller-manager-arg
-	// and --scheduler-arg: any other flag of the component, parsed by the
-	// component's own flag set.
-	ControllerManagerArgs, SchedulerArgs []string
+	// MetricsServer is metrics-server's options (metricsserver).
+	MetricsServer *msoptions.Options
+	// ControllerManagerArgs, SchedulerArgs and MetricsServerArgs are
+	// --controller-manager-arg, --scheduler-arg and --metrics-server-arg:
+	// any other flag of the component, parsed by the component's own flag
+	// set.
+	ControllerManagerArgs, SchedulerArgs, MetricsServerArgs []string
 
-	controllerManagerFlags, schedulerFlags *pflag.FlagSet
+	controllerManagerFlags, schedulerFlags, metricsServerFlags *pflag.FlagSet
 }
 
 // sharedLeaderElectionFlags are kube-controller-manager's flags that
@@ -79,9 +84,10 @@ var sharedLeaderElectionFlags = []string{"leader-elect", "leader-elect-lease-dur
 // disableable are the pieces --disable leaves out: coredns, the cluster
 // DNS (clusterdns), local-storage, the default StorageClass and its
 // volumes on the nodes (localstorage), servicelb, LoadBalancer Services
-// on the nodes' addresses (servicelb), and network-policy, the nodes'
-// enforcement of NetworkPolicy (networkpolicy).
-var disableable = []string{"coredns", "local-storage", "servicelb", "network-policy"}
+// on the nodes' addresses (servicelb), network-policy, the nodes'
+// enforcement of NetworkPolicy (networkpolicy), and metrics-server, the
+// resource metrics API (metricsserver).
+var disableable = []string{"coredns", "local-storage", "servicelb", "network-policy", "metrics-server"}
 
 // NewServer returns the flag defaults.
 func NewServer() (*Server, error) {
@@ -90,7 +96,8 @@ func NewServer() (*Server, error) {
 		return nil, err
 	}
 	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: kubescheduler.NewOptions(),
-		SimulatedNodes: simulatednodes.NewOptions(), Node: hostnode.NewOptions(), ClusterDNS: clusterdns.NewOptions()}
+		SimulatedNodes: simulatednodes.NewOptions(), Node: hostnode.NewOptions(), ClusterDNS: clusterdns.NewOptions(),
+		MetricsServer: metricsserver.NewOptions()}
 	// Nodes join a server's cluster as kubeadm's do, with bootstrap
 	// tokens (`kubeboot agent`, --node), so a server authenticates them.
 	o.ControlPlane.Authentication.BootstrapToken.Enable = true
@@ -99,6 +106,7 @@ func NewServer() (*Server, error) {
 	o.controllerManagerFlags = flagSet("kube-controller-manager",
 		kubecontrollermanager.Flags(cm).FlagSets)
 	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
+	o.metricsServerFlags = metricsserver.Flags(o.MetricsServer)
 	return o, nil
 }
 
@@ -140,6 +148,8 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 		"Another kube-controller-manager flag, as --name=value (repeatable), e.g. --controller-manager-arg=--node-monitor-period=2s.")
 	fs.StringArrayVar(&o.SchedulerArgs, "scheduler-arg", nil,
 		"Another kube-scheduler flag, as --name=value (repeatable), e.g. --scheduler-arg=--pod-max-in-unschedulable-pods-duration=1m.")
+	fs.StringArrayVar(&o.MetricsServerArgs, "metrics-server-arg", nil,
+		"A metrics-server flag, as --name=value (repeatable): --metric-resolution, its kubelet client's and serving flags, e.g. --metrics-server-arg=--metric-resolution=15s.")
 }
 
 // Validate checks the apiserver's flags and parses the components'
@@ -160,6 +170,7 @@ func (o *Server) Validate() error {
 	}{
 		{"--controller-manager-arg", o.ControllerManagerArgs, o.controllerManagerFlags},
 		{"--scheduler-arg", o.SchedulerArgs, o.schedulerFlags},
+		{"--metrics-server-arg", o.MetricsServerArgs, o.metricsServerFlags},
 	} {
 		if err := c.fs.Parse(c.args); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.flag, err))
@@ -277,6 +288,11 @@ func (o *Server) Config() controlplane.Config {
 	if !slices.Contains(o.Disable, "network-policy") {
 		c.NetworkPolicy = true
 		c.Components = append(c.Components, networkpolicy.New())
+	}
+	if slices.Contains(o.Disable, "metrics-server") {
+		c.Components = append(c.Components, metricsserver.Removal{})
+	} else {
+		c.Components = append(c.Components, metricsserver.New(o.MetricsServer, o.ControllerManager.Generic.LeaderElection))
 	}
 	c.Components = append(c.Components, autodeploy.New(o.Disable))
 	if o.SimulatedNodes.Count > 0 {

@@ -54,7 +54,7 @@ func EnsureNamedCA(dir, name, commonName string) (*KeyPair, error) {
 		// CA half copied: never replace it.
 		return nil, err
 	}
-	kp, err := load(certPath, keyPath)
+	kp, err := Load(certPath, keyPath)
 	if err == nil {
 		if !kp.Cert.IsCA {
 			return nil, fmt.Errorf("%s is not a CA certificate", certPath)
@@ -116,7 +116,7 @@ func servingTemplate(spec ServingSpec) *x509.Certificate {
 // otherwise it issues a new pair.
 func EnsureServing(dir, name string, ca *KeyPair, spec ServingSpec) (*KeyPair, error) {
 	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if kp, err := load(certPath, keyPath); err == nil && usable(kp, ca) && covers(kp.Cert, spec) {
+	if kp, err := Load(certPath, keyPath); err == nil && usable(kp, ca) && covers(kp.Cert, spec) {
 		return kp, nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -129,7 +129,7 @@ func EnsureServing(dir, name string, ca *KeyPair, spec ServingSpec) (*KeyPair, e
 // a new client certificate.
 func EnsureClient(dir, name string, ca *KeyPair, user string, groups []string) (*KeyPair, error) {
 	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if kp, err := load(certPath, keyPath); err == nil && usable(kp, ca) &&
+	if kp, err := Load(certPath, keyPath); err == nil && usable(kp, ca) &&
 		kp.Cert.Subject.CommonName == user && slices.Equal(kp.Cert.Subject.Organization, groups) {
 		return kp, nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -238,7 +238,7 @@ func Check(dir string) error {
 		if err := pairPresent(certPath, keyPath); err != nil {
 			return err
 		}
-		if _, err := load(certPath, keyPath); err != nil {
+		if _, err := Load(certPath, keyPath); err != nil {
 			return err
 		}
 	}
@@ -339,9 +339,9 @@ func (kp *KeyPair) write(certPath, keyPath string) error {
 	return WriteFile(certPath, kp.CertPEM, fileMode)
 }
 
-// load reads a PEM certificate and key; a missing file yields an error
+// Load reads a PEM certificate and key; a missing file yields an error
 // wrapping os.ErrNotExist.
-func load(certPath, keyPath string) (*KeyPair, error) {
+func Load(certPath, keyPath string) (*KeyPair, error) {
 	certPEM, err := os.ReadFile(certPath)
 	if err != nil {
 		return nil, err
