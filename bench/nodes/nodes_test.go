@@ -86,7 +86,8 @@ type server struct {
 
 func start(b *testing.B, args ...string) server {
 	srv := benchserver.Server(b, time.Minute, benchserver.Components{Scheduler: benchserver.ClientLimits(*schedulerQPS)},
-		append([]string{fmt.Sprintf("--simulated-nodes=%d", *nodes)}, args...)...).Start(b)
+		// A /24 for each of up to 4,096 nodes (the default /16 holds 256).
+		append([]string{fmt.Sprintf("--simulated-nodes=%d", *nodes), "--cluster-cidr=10.32.0.0/12"}, args...)...).Start(b)
 	b.Cleanup(func() {
 		select {
 		case <-srv.Exited(): // stopped by the benchmark
