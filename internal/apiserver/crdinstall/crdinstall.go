@@ -76,6 +76,21 @@ func loadFile(file string) ([]CRD, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parse(docs)
+}
+
+// Parse reads the CustomResourceDefinitions of data, the content of file
+// (which names them in errors), as Load reads a file's: a component's
+// own CRDs, embedded in the binary.
+func Parse(file string, data []byte) ([]CRD, error) {
+	docs, err := manifests.Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return parse(docs)
+}
+
+func parse(docs []manifests.Document) ([]CRD, error) {
 	var crds []CRD
 	for _, doc := range docs {
 		if doc.Kind != "CustomResourceDefinition" {

@@ -18,6 +18,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/agenttunnel"
 	"github.com/kubeboot/kubeboot/internal/components/autodeploy"
 	"github.com/kubeboot/kubeboot/internal/components/clusterdns"
+	"github.com/kubeboot/kubeboot/internal/components/helmcontroller"
 	"github.com/kubeboot/kubeboot/internal/components/hostnode"
 	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
 	"github.com/kubeboot/kubeboot/internal/components/kubeletclient"
@@ -68,6 +69,9 @@ type Server struct {
 	Disable []string
 	// MetricsServer is metrics-server's options (metricsserver).
 	MetricsServer *msoptions.Options
+	// DisableHelmController is --disable-helm-controller (k3s's flag):
+	// no HelmChart kinds, no controller (helmcontroller).
+	DisableHelmController bool
 	// ControllerManagerArgs, SchedulerArgs and MetricsServerArgs are
 	// --controller-manager-arg, --scheduler-arg and --metrics-server-arg:
 	// any other flag of the component, parsed by the component's own flag
@@ -144,6 +148,8 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Disable, "disable", o.Disable,
 		"Pieces the server leaves out (repeatable, or comma-separated): "+strings.Join(disableable, ", ")+
 			"; any other NAME leaves alone the manifest NAME (or NAME.yaml, .yml, .json) in <data-dir>/server/manifests, which the server otherwise applies.")
+	fs.BoolVar(&o.DisableHelmController, "disable-helm-controller", o.DisableHelmController,
+		"Leave out the helm controller, which installs the charts HelmChart objects (helm.cattle.io/v1, k3s's kinds) declare (k3s's flag).")
 	fs.StringArrayVar(&o.ControllerManagerArgs, "controller-manager-arg", nil,
 		"Another kube-controller-manager flag, as --name=value (repeatable), e.g. --controller-manager-arg=--node-monitor-period=2s.")
 	fs.StringArrayVar(&o.SchedulerArgs, "scheduler-arg", nil,
@@ -293,6 +299,9 @@ func (o *Server) Config() controlplane.Config {
 		c.Components = append(c.Components, metricsserver.Removal{})
 	} else {
 		c.Components = append(c.Components, metricsserver.New(o.MetricsServer, o.ControllerManager.Generic.LeaderElection))
+	}
+	if !o.DisableHelmController {
+		c.Components = append(c.Components, helmcontroller.New())
 	}
 	c.Components = append(c.Components, autodeploy.New(o.Disable))
 	if o.SimulatedNodes.Count > 0 {

@@ -1,0 +1,83 @@
+package helmcontroller
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
+)
+
+// User is the user the controller acts as.
+const User = "system:kubeboot:helm-controller"
+
+// crdsFile names the embedded CustomResourceDefinitions in errors.
+const crdsFile = "helmcontroller/crds/helmcharts.yaml"
+
+//go:embed crds/helmcharts.yaml
+var crdsYAML []byte
+
+// Client limits of the controller: a release is tens of requests.
+const (
+	clientQPS   = 100
+	clientBurst = 200
+)
+
+// Component is the helm controller as a component of a control plane.
+type Component struct {
+	cacheDir string
+	crds     []crdinstall.CRD
+}
+
+// New returns the helm controller.
+func New() *Component { return &Component{} }
+
+// Name implements controlplane.Component.
+func (*Component) Name() string { return "helm-controller" }
+
+// Complete implements controlplane.Component.
+func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error) {
+	crds, err := crdinstall.Parse(crdsFile, crdsYAML)
+	if err != nil {
+		return controlplane.Needs{}, err
+	}
+	c.crds, c.cacheDir = crds, cacheDirIn(s.DataDir)
+	return controlplane.Needs{
+		User: User,
+		// Charts hold any object, RBAC rules included (which only a
+		// holder of their rights may grant), as Helm's users are.
+		Grant: controlplane.GrantClusterRole(User, User,
+			rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+			rbacv1.PolicyRule{NonResourceURLs: []string{"*"}, Verbs: []string{"*"}}),
+		Allowed: authorizationv1.ResourceAttributes{Verb: "create", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
+	}, nil
+}
+
+// Run implements controlplane.Component: it installs the CRDs, in the
+// background of the server's readiness, then runs the controller.
+func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
+	logger := klog.FromContext(ctx).WithName("helm-controller")
+	ctx = klog.NewContext(ctx, logger)
+	config, err := s.ClientConfig(User)
+	if err != nil {
+		return err
+	}
+	config.QPS, config.Burst = clientQPS, clientBurst
+	ext, err := apiextensionsclient.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	if err := crdinstall.Install(ctx, ext.ApiextensionsV1(), ext.Discovery(), c.crds, nil); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("the HelmChart kinds: %w", err)
+	}
+	return run(ctx, config, c.cacheDir)
+}
