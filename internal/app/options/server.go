@@ -301,7 +301,7 @@ func (o *Server) Config() controlplane.Config {
 		c.Components = append(c.Components, metricsserver.New(o.MetricsServer, o.ControllerManager.Generic.LeaderElection))
 	}
 	if !o.DisableHelmController {
-		c.Components = append(c.Components, helmcontroller.New())
+		c.Components = append(c.Components, helmcontroller.New(o.ControllerManager.Generic.LeaderElection))
 	}
 	c.Components = append(c.Components, autodeploy.New(o.Disable))
 	if o.SimulatedNodes.Count > 0 {

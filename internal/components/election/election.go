@@ -117,3 +117,64 @@ func Run(ctx context.Context, c Config, lead func(context.Context)) (led bool, _
 	<-done
 	return true, nil
 }
+
+// Delays between a component's runs under Lead: a run that fails is
+// retried after minRetry, doubling up to maxRetry while runs keep
+// failing soon after they start.
+const (
+	minRetry = time.Second
+	maxRetry = time.Minute
+)
+
+// Lead runs lead while this process holds c's lease (or at once and
+// always, without c.Election.LeaderElect), until ctx is done: when the
+// lease is lost, or lead fails, it campaigns again after a delay that
+// grows while runs keep failing. lead's errors are logged: the component
+// is an addition the server runs on without (resource metrics, Helm
+// charts), not one whose loss should stop it. c.Identity, if empty, is a
+// new one (NewIdentity).
+func Lead(ctx context.Context, c Config, lead func(context.Context) error) {
+	logger := klog.FromContext(ctx)
+	delay := minRetry
+	for {
+		started := time.Now()
+		err := campaign(ctx, c, lead)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > maxRetry {
+			delay = minRetry
+		}
+		if err != nil {
+			logger.Error(err, "Stopped; starting again", "component", c.Name, "after", delay)
+		} else {
+			logger.Info("Leader election lost; campaigning again", "component", c.Name, "after", delay)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxRetry)
+	}
+}
+
+// campaign runs lead once: while holding the lease, or at once without
+// leader election.
+func campaign(ctx context.Context, c Config, lead func(context.Context) error) error {
+	if !c.Election.LeaderElect {
+		return lead(ctx)
+	}
+	if c.Identity == "" {
+		id, err := NewIdentity()
+		if err != nil {
+			return err
+		}
+		c.Identity = id
+	}
+	var led error
+	if _, err := Run(ctx, c, func(ctx context.Context) { led = lead(ctx) }); err != nil {
+		return err
+	}
+	return led
+}

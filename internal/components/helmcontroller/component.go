@@ -8,10 +8,13 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
+	"github.com/kubeboot/kubeboot/internal/components/election"
 )
 
 // User is the user the controller acts as.
@@ -31,15 +34,25 @@ const (
 
 // Component is the helm controller as a component of a control plane.
 type Component struct {
+	election componentbaseconfig.LeaderElectionConfiguration
 	cacheDir string
 	crds     []crdinstall.CRD
 }
 
-// New returns the helm controller.
-func New() *Component { return &Component{} }
+// Name is the component's, and its lease's in kube-system.
+const Name = "helm-controller"
+
+// New returns the helm controller: it runs while it holds the lease
+// kube-system/helm-controller, taken with election's settings
+// (kube-controller-manager's --leader-elect flags), so that one server
+// of a cluster acts on each release.
+func New(election componentbaseconfig.LeaderElectionConfiguration) *Component {
+	election.ResourceName, election.ResourceNamespace = Name, metav1.NamespaceSystem
+	return &Component{election: election}
+}
 
 // Name implements controlplane.Component.
-func (*Component) Name() string { return "helm-controller" }
+func (*Component) Name() string { return Name }
 
 // Complete implements controlplane.Component.
 func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error) {
@@ -59,10 +72,11 @@ func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error
 	}, nil
 }
 
-// Run implements controlplane.Component: it installs the CRDs, in the
-// background of the server's readiness, then runs the controller.
+// Run implements controlplane.Component: it installs the CRDs (every
+// server: the same apply), in the background of the server's readiness,
+// then runs the controller while it leads.
 func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
-	logger := klog.FromContext(ctx).WithName("helm-controller")
+	logger := klog.FromContext(ctx).WithName(Name)
 	ctx = klog.NewContext(ctx, logger)
 	config, err := s.ClientConfig(User)
 	if err != nil {
@@ -79,5 +93,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		}
 		return fmt.Errorf("the HelmChart kinds: %w", err)
 	}
-	return run(ctx, config, c.cacheDir)
+	election.Lead(ctx, election.Config{Name: Name, Election: c.election, Client: config},
+		func(ctx context.Context) error { return run(ctx, config, c.cacheDir) })
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -112,7 +113,11 @@ var helmCharts = helmcontroller.GroupVersion.WithResource("helmcharts")
 // the server serving.
 func TestHelmCharts(t *testing.T) {
 	s := kubeboottest.Start(t, kubeboottest.Options{Configure: func(c *controlplane.Config) {
-		c.Components = append(c.Components, helmcontroller.New())
+		// Leading through a lease, as in a server.
+		le := componentbaseconfig.LeaderElectionConfiguration{LeaderElect: true, ResourceLock: "leases",
+			LeaseDuration: metav1.Duration{Duration: 15 * time.Second}, RenewDeadline: metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod: metav1.Duration{Duration: 500 * time.Millisecond}}
+		c.Components = append(c.Components, helmcontroller.New(le))
 	}})
 	client := kubernetes.NewForConfigOrDie(s.Config)
 	dyn := dynamic.NewForConfigOrDie(s.Config)

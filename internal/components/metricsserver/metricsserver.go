@@ -105,59 +105,13 @@ type server struct {
 	caKey     string
 }
 
-// Delays between runs: a run that fails is retried after minRetry,
-// doubling up to maxRetry while the runs keep failing soon.
-const (
-	minRetry = time.Second
-	maxRetry = time.Minute
-)
-
-// run runs metrics-server until ctx is done: while it holds its lease
-// (or always, without leader election), and again after a failure, which
-// it logs: the cluster runs on without resource metrics meanwhile.
+// run runs metrics-server while this server holds its lease (or always,
+// without leader election) until ctx is done; a failure is logged and
+// retried: the cluster runs on without resource metrics meanwhile.
 func run(ctx context.Context, s *server) error {
-	logger := klog.FromContext(ctx).WithName(Name)
-	ctx = klog.NewContext(ctx, logger)
-	delay := minRetry
-	for {
-		started := time.Now()
-		err := s.campaign(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(started) > maxRetry {
-			delay = minRetry
-		}
-		if err != nil {
-			logger.Error(err, "Resource metrics stopped; starting again", "after", delay)
-		} else {
-			logger.Info("Leader election lost; campaigning again", "after", delay)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, maxRetry)
-	}
-}
-
-// campaign serves while this server holds the lease, or at once without
-// leader election.
-func (s *server) campaign(ctx context.Context) error {
-	if !s.election.LeaderElect {
-		return s.serve(ctx)
-	}
-	id, err := election.NewIdentity()
-	if err != nil {
-		return err
-	}
-	var served error
-	if _, err := election.Run(ctx, election.Config{Name: Name, Election: s.election, Identity: id, Client: s.client},
-		func(ctx context.Context) { served = s.serve(ctx) }); err != nil {
-		return err
-	}
-	return served
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName(Name))
+	election.Lead(ctx, election.Config{Name: Name, Election: s.election, Client: s.client}, s.serve)
+	return nil
 }
 
 // serve builds metrics-server and runs it until ctx is done: it scrapes
