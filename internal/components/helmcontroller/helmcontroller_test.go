@@ -167,8 +167,11 @@ func TestHelmCharts(t *testing.T) {
 	}
 
 	content := base64.StdEncoding.EncodeToString(chart(t, "greeter", "0.1.0", false))
-	t.Run("chartContent: installed into a namespace it creates", func(t *testing.T) {
-		apply(fmt.Sprintf(`apiVersion: helm.cattle.io/v1
+	// greeter is the HelmChart greeter of content, installed into the
+	// namespace greeting, with greeting as its valuesContent and more
+	// lines of its spec.
+	greeter := func(greeting, more string) string {
+		return fmt.Sprintf(`apiVersion: helm.cattle.io/v1
 kind: HelmChart
 metadata: {name: greeter, namespace: kube-system}
 spec:
@@ -176,8 +179,11 @@ spec:
   targetNamespace: greeting
   createNamespace: true
   valuesContent: |
-    greeting: hi
-`, content))
+    greeting: %s
+%s`, content, greeting, more)
+	}
+	t.Run("chartContent: installed into a namespace it creates", func(t *testing.T) {
+		apply(greeter("hi", ""))
 		waitGreeting("greeting", "greeter", "hi")
 		waitCondition(t, dyn, "kube-system", "greeter", "Deployed", "True")
 		if _, err := client.CoreV1().Secrets("greeting").Get(ctx, "sh.helm.release.v1.greeter.v1", metav1.GetOptions{}); err != nil {
@@ -187,16 +193,7 @@ spec:
 	})
 
 	t.Run("values changed: upgraded; a HelmChartConfig's and set's over them", func(t *testing.T) {
-		apply(fmt.Sprintf(`apiVersion: helm.cattle.io/v1
-kind: HelmChart
-metadata: {name: greeter, namespace: kube-system}
-spec:
-  chartContent: %s
-  targetNamespace: greeting
-  createNamespace: true
-  valuesContent: |
-    greeting: hello again
-`, content))
+		apply(greeter("hello again", ""))
 		waitGreeting("greeting", "greeter", "hello again")
 		if _, err := client.CoreV1().Secrets("greeting").Get(ctx, "sh.helm.release.v1.greeter.v2", metav1.GetOptions{}); err != nil {
 			t.Errorf("Helm's record of revision 2: %v", err)
@@ -210,18 +207,7 @@ spec:
     extra: from the config
 `)
 		waitGreeting("greeting", "greeter", "configured")
-		apply(fmt.Sprintf(`apiVersion: helm.cattle.io/v1
-kind: HelmChart
-metadata: {name: greeter, namespace: kube-system}
-spec:
-  chartContent: %s
-  targetNamespace: greeting
-  createNamespace: true
-  valuesContent: |
-    greeting: hello again
-  set:
-    greeting: "set"
-`, content))
+		apply(greeter("hello again", "  set:\n    greeting: \"set\"\n"))
 		waitGreeting("greeting", "greeter", "set")
 		data, err := settings("greeting", "greeter")
 		if err != nil || data["extra"] != "from the config" {
