@@ -28,10 +28,30 @@ import (
 	"github.com/kubeboot/kubeboot/kubeboottest"
 )
 
+// Templates a chart may have beside its ConfigMap.
+const (
+	// broken does not render.
+	broken = "{{ required \"broken needs a value\" .Values.nothing }}\n"
+	// waiting is a pre-install hook, a Job that never runs (no nodes):
+	// the install waits for it until its timeout.
+	waiting = `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-wait
+  annotations:
+    helm.sh/hook: pre-install
+    helm.sh/hook-delete-policy: hook-failed,hook-succeeded
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: wait, image: wait}]
+`
+)
+
 // chart is a chart archive: name at version, a ConfigMap named for the
-// release holding .Values.greeting (and, with broken, a template that
-// does not render).
-func chart(t *testing.T, name, version string, broken bool) []byte {
+// release holding .Values.greeting, and extra, a template (or none).
+func chart(t *testing.T, name, version string, extra string) []byte {
 	t.Helper()
 	files := map[string]string{
 		name + "/Chart.yaml":  fmt.Sprintf("apiVersion: v2\nname: %s\nversion: %s\n", name, version),
@@ -48,8 +68,8 @@ data:
 {{- end }}
 `,
 	}
-	if broken {
-		files[name+"/templates/broken.yaml"] = "{{ required \"broken needs a value\" .Values.nothing }}\n"
+	if extra != "" {
+		files[name+"/templates/extra.yaml"] = extra
 	}
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -166,7 +186,7 @@ func TestHelmCharts(t *testing.T) {
 		})
 	}
 
-	content := base64.StdEncoding.EncodeToString(chart(t, "greeter", "0.1.0", false))
+	content := base64.StdEncoding.EncodeToString(chart(t, "greeter", "0.1.0", ""))
 	// greeter is the HelmChart greeter of content, installed into the
 	// namespace greeting, with greeting as its valuesContent and more
 	// lines of its spec.
@@ -215,9 +235,9 @@ spec:
 		}
 	})
 
-	good := chart(t, "web", "1.2.0", false)
-	repo := repository(t, map[string][]byte{"web-1.2.0.tgz": good, "web-1.0.0.tgz": chart(t, "web", "1.0.0", false),
-		"broken-1.0.0.tgz": chart(t, "broken", "1.0.0", true), "web-1.3.0-rc.1.tgz": chart(t, "web", "1.3.0-rc.1", true)})
+	good := chart(t, "web", "1.2.0", "")
+	repo := repository(t, map[string][]byte{"web-1.2.0.tgz": good, "web-1.0.0.tgz": chart(t, "web", "1.0.0", ""),
+		"broken-1.0.0.tgz": chart(t, "broken", "1.0.0", broken), "web-1.3.0-rc.1.tgz": chart(t, "web", "1.3.0-rc.1", broken)})
 	t.Run("from a chart repository: the version asked for, else the newest release", func(t *testing.T) {
 		apply(fmt.Sprintf(`apiVersion: helm.cattle.io/v1
 kind: HelmChart
@@ -292,6 +312,29 @@ spec:
 			}
 		})
 	}
+
+	t.Run("deleted while it installs: the install undone, nothing left", func(t *testing.T) {
+		slow := base64.StdEncoding.EncodeToString(chart(t, "slow", "0.1.0", waiting))
+		apply(fmt.Sprintf("apiVersion: helm.cattle.io/v1\nkind: HelmChart\nmetadata: {name: slow, namespace: default}\nspec:\n  chartContent: %s\n  timeout: 5s\n", slow))
+		waitFor(t, "the install waiting on its hook", func(ctx context.Context) (bool, string) {
+			_, err := client.BatchV1().Jobs("default").Get(ctx, "slow-wait", metav1.GetOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
+		if err := dyn.Resource(helmCharts).Namespace("default").Delete(ctx, "slow", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "slow gone, with its release", func(ctx context.Context) (bool, string) {
+			_, errHC := dyn.Resource(helmCharts).Namespace("default").Get(ctx, "slow", metav1.GetOptions{})
+			_, errJob := client.BatchV1().Jobs("default").Get(ctx, "slow-wait", metav1.GetOptions{})
+			_, errCM := settings("default", "slow")
+			secrets, err := client.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=slow"})
+			if err != nil {
+				return false, err.Error()
+			}
+			return apierrors.IsNotFound(errHC) && apierrors.IsNotFound(errJob) && apierrors.IsNotFound(errCM) && len(secrets.Items) == 0,
+				fmt.Sprintf("HelmChart: %v; hook Job: %v; ConfigMap: %v; release records: %d", errHC, errJob, errCM, len(secrets.Items))
+		})
+	})
 
 	t.Run("deleted: uninstalled", func(t *testing.T) {
 		for _, hc := range []struct{ ns, name, target string }{{"kube-system", "greeter", "greeting"}, {"default", "web", "default"}} {
