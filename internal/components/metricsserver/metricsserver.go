@@ -140,20 +140,20 @@ func (s *server) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--secure-port: %w", err)
 	}
+	// Closed here on the way out whatever happens; the generic server
+	// closes it too once it serves (a second close does nothing).
+	defer ln.Close()
 	serving.Listener, serving.BindPort = ln, ln.Addr().(*net.TCPAddr).Port
 	o.SecureServing = serving.WithLoopback()
 	m, err := s.build(&o, ca)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	caPEM, err := os.ReadFile(s.caFile)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	if err := s.publish(ctx, serving.BindPort, caPEM); err != nil {
-		ln.Close()
 		return fmt.Errorf("publishing the resource metrics API: %w", err)
 	}
 	klog.FromContext(ctx).Info("Serving resource metrics", "address", ln.Addr().String(), "resolution", o.MetricResolution)
