@@ -272,6 +272,7 @@ func (c *controller) deploy(ctx context.Context, u *unstructured.Unstructured, h
 	c.recorder.Eventf(u, corev1.EventTypeNormal, verb, "%s release %s/%s revision %d (chart %s %s)", verb, namespace, hc.Name,
 		acc.Version(), ch.Metadata.Name, ch.Metadata.Version)
 	c.logger.Info(verb+" a HelmChart's release", "helmChart", klog.KObj(hc), "release", namespace+"/"+hc.Name, "revision", acc.Version())
+	c.forgetFailure(hc)
 	return false, c.setStatus(ctx, u, hc, acc.Version(), digest, nil)
 }
 
@@ -331,6 +332,14 @@ func (c *controller) failed(ctx context.Context, u *unstructured.Unstructured, h
 	return policy != policyAbort, nil
 }
 
+// forgetFailure forgets hc's last failure: the same failure after a
+// success is new again.
+func (c *controller) forgetFailure(hc *HelmChart) {
+	c.mu.Lock()
+	delete(c.lastError, hc.Namespace+"/"+hc.Name)
+	c.mu.Unlock()
+}
+
 // uninstall uninstalls a deleted HelmChart's release and lets it go.
 func (c *controller) uninstall(ctx context.Context, u *unstructured.Unstructured, hc *HelmChart) (bool, error) {
 	if !slices.Contains(hc.Finalizers, finalizer) {
@@ -352,9 +361,7 @@ func (c *controller) uninstall(ctx context.Context, u *unstructured.Unstructured
 		c.recorder.Eventf(u, corev1.EventTypeNormal, "Uninstalled", "Uninstalled release %s/%s", namespace, hc.Name)
 		c.logger.Info("Uninstalled a deleted HelmChart's release", "helmChart", klog.KObj(hc), "release", namespace+"/"+hc.Name)
 	}
-	c.mu.Lock()
-	delete(c.lastError, hc.Namespace+"/"+hc.Name)
-	c.mu.Unlock()
+	c.forgetFailure(hc)
 	return false, c.setFinalizers(ctx, u, slices.DeleteFunc(slices.Clone(hc.Finalizers), func(f string) bool { return f == finalizer }))
 }
 
