@@ -19,7 +19,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -74,7 +73,6 @@ const workers = 2
 
 // controller installs, upgrades and uninstalls the HelmCharts' releases.
 type controller struct {
-	config    *rest.Config
 	client    kubernetes.Interface
 	dyn       dynamic.Interface
 	getter    clientGetter // a template: its namespace is set per release
@@ -107,7 +105,7 @@ func run(ctx context.Context, config *rest.Config, cacheDir string) error {
 	defer broadcaster.Shutdown()
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	c := &controller{
-		config: config, client: client, dyn: dyn,
+		client: client, dyn: dyn,
 		getter:   clientGetter{config: config, discovery: disco, mapper: restmapper.NewDeferredDiscoveryRESTMapper(disco)},
 		charts:   factory.ForResource(chartsResource).Informer(),
 		configs:  factory.ForResource(configsResource).Informer(),
@@ -122,12 +120,21 @@ func run(ctx context.Context, config *rest.Config, cacheDir string) error {
 			queue.Add(key)
 		}
 	}
-	handler := cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}
-	// A HelmChartConfig configures the HelmChart of its name.
-	if _, err := c.charts.AddEventHandler(handler); err != nil {
+	// A HelmChart is looked at again when its spec, deletion or
+	// finalizers change, not when only its status does: the controller's
+	// own status writes would fetch the chart again each time, and skip
+	// the backoff of a failing one.
+	if _, err := c.charts.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, DeleteFunc: enqueue,
+		UpdateFunc: func(old, obj any) {
+			if actedOn(old.(*unstructured.Unstructured), obj.(*unstructured.Unstructured)) {
+				enqueue(obj)
+			}
+		}}); err != nil {
 		return err
 	}
-	if _, err := c.configs.AddEventHandler(handler); err != nil {
+	// A HelmChartConfig configures the HelmChart of its name.
+	if _, err := c.configs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}); err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
@@ -161,6 +168,13 @@ func run(ctx context.Context, config *rest.Config, cacheDir string) error {
 	queue.ShutDown()
 	wg.Wait()
 	return nil
+}
+
+// actedOn reports whether the change from old to obj is one the
+// controller acts on: spec (generation), deletion or finalizers.
+func actedOn(old, obj *unstructured.Unstructured) bool {
+	return old.GetGeneration() != obj.GetGeneration() || (old.GetDeletionTimestamp() == nil) != (obj.GetDeletionTimestamp() == nil) ||
+		!slices.Equal(old.GetFinalizers(), obj.GetFinalizers())
 }
 
 // sync brings the release of the HelmChart key to what it declares. It
