@@ -232,10 +232,6 @@ func (c *controller) deploy(ctx context.Context, u *unstructured.Unstructured, h
 	if err != nil {
 		return c.failed(ctx, u, hc, err, policy)
 	}
-	ch, err := loader.LoadArchive(bytes.NewReader(archive))
-	if err != nil {
-		return c.failed(ctx, u, hc, &sourceError{reason: reasonInvalidChart, err: fmt.Errorf("the chart's archive: %w", err)}, policy)
-	}
 	digest, err := digestOf(archive, vals, namespace)
 	if err != nil {
 		return false, err
@@ -250,6 +246,10 @@ func (c *controller) deploy(ctx context.Context, u *unstructured.Unstructured, h
 	}
 	if last != nil && last.Status() == releasecommon.StatusDeployed.String() && hc.Status.Digest == digest {
 		return false, c.setStatus(ctx, u, hc, last.Version(), digest, nil)
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		return c.failed(ctx, u, hc, &sourceError{reason: reasonInvalidChart, err: fmt.Errorf("the chart's archive: %w", err)}, policy)
 	}
 	timeout := defaultTimeout
 	if hc.Spec.Timeout != nil && hc.Spec.Timeout.Duration > 0 {

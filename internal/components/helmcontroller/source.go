@@ -77,6 +77,8 @@ func chartArchive(ctx context.Context, client kubernetes.Interface, hc *HelmChar
 	if err != nil {
 		return nil, err
 	}
+	// A client per look, whose connections go with it.
+	defer httpClient.CloseIdleConnections()
 	user, password, err := repoAuth(ctx, client, hc)
 	if err != nil {
 		return nil, err

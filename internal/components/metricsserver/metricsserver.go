@@ -35,7 +35,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -149,11 +148,7 @@ func (s *server) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	caPEM, err := os.ReadFile(s.caFile)
-	if err != nil {
-		return err
-	}
-	if err := s.publish(ctx, serving.BindPort, caPEM); err != nil {
+	if err := s.publish(ctx, serving.BindPort, ca.CertPEM); err != nil {
 		return fmt.Errorf("publishing the resource metrics API: %w", err)
 	}
 	klog.FromContext(ctx).Info("Serving resource metrics", "address", ln.Addr().String(), "resolution", o.MetricResolution)
@@ -229,7 +224,7 @@ func (s *server) kubeletClient(o *msoptions.Options, ca *pki.KeyPair) (client.Ku
 		return nil, err
 	}
 	c := &rest.Config{
-		TLSClientConfig: rest.TLSClientConfig{CAFile: s.caFile, CertData: cert.CertPEM, KeyData: cert.KeyPEM},
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: cert.CertPEM, KeyData: cert.KeyPEM},
 		Dial:            s.dial,
 	}
 	return resource.NewForConfig(o.KubeletClient.Config(c))
