@@ -163,7 +163,7 @@ func ensureClusterCertificates(cfg *completedConfig, ca *pki.KeyPair) error {
 
 // etcdConfig is the embedded member's configuration.
 func (s *Server) etcdConfig() etcd.Config {
-	c := etcd.Config{Dir: s.cfg.etcdDir(), QuotaBackendBytes: s.cfg.EtcdQuotaBackendBytes}
+	c := etcd.Config{Dir: s.cfg.etcdDir(), QuotaBackendBytes: s.cfg.EtcdQuotaBackendBytes, UnsafeNoFsync: s.cfg.EtcdUnsafeNoFsync}
 	m := s.cfg.cluster
 	if m == nil {
 		return c

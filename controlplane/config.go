@@ -114,6 +114,11 @@ type Config struct {
 	// etcd's database size limit (etcd's --quota-backend-bytes). 0 keeps
 	// etcd's, 2 GiB.
 	EtcdQuotaBackendBytes int64
+	// EtcdUnsafeNoFsync runs the embedded etcd without syncing writes to
+	// disk (etcd's --unsafe-no-fsync): a crash of the machine may lose or
+	// damage its data. For data a test throws away; kubeboottest sets it,
+	// as envtest does for its etcd. No flag sets it.
+	EtcdUnsafeNoFsync bool
 	// SecretsEncryption is k3s's --secrets-encryption: Secrets are
 	// encrypted at rest with an aescbc key generated on first start, in a
 	// configuration kept in DataDir (encryption/config.yaml) and reloaded

@@ -15,10 +15,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/controlplane"
@@ -145,6 +147,9 @@ func StartServer(opts Options) (_ *Server, err error) {
 	cfg.CRDDir = opts.CRDDir
 	// As envtest's kube-apiserver: a test server records no audit events.
 	cfg.DefaultAudit = false
+	// As envtest's etcd: a test's data is thrown away, so a write need not
+	// wait for the disk, which other tests' builds keep busy.
+	cfg.EtcdUnsafeNoFsync = true
 	// envtest's range, as tests written against it may expect
 	// (controller-runtime's envtest passes 10.0.0.0/24).
 	cfg.ServiceClusterIPRange = "10.0.0.0/24"
@@ -163,7 +168,7 @@ func StartServer(opts Options) (_ *Server, err error) {
 		nodes.Count = opts.SimulatedNodes
 		// The nodes' pod CIDRs are theirs: the controller manager's node
 		// IPAM allocates none (--allocate-node-cidrs is off by default).
-		cfg.Components = append(cfg.Components, simulatednodes.New(nodes, true))
+		cfg.Components = append(cfg.Components, simulatednodes.New(nodes, nil))
 	}
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
@@ -210,8 +215,9 @@ func StartServer(opts Options) (_ *Server, err error) {
 			}
 			return nil, err
 		case <-deadline:
+			failing := failingChecks(admin)
 			_ = s.Stop()
-			return nil, fmt.Errorf("%s not ready after %s", stage.what, timeout)
+			return nil, fmt.Errorf("%s not ready after %s%s", stage.what, timeout, failing)
 		}
 	}
 	if opts.Setup != nil {
@@ -225,6 +231,29 @@ func StartServer(opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// failingChecks returns the server's failing /readyz checks, as
+// ": [-]name failed: reason ...", for an error that says what a start
+// waited on; empty if it cannot tell.
+func failingChecks(cfg *rest.Config) string {
+	client, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	body, _ := client.RESTClient().Get().AbsPath("/readyz").Param("verbose", "true").DoRaw(ctx)
+	var failing []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "[-]") {
+			failing = append(failing, line)
+		}
+	}
+	if len(failing) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(failing, ", ")
 }
 
 // Checkpoint records every object the server stores now as its fresh

@@ -1,6 +1,7 @@
 package options
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -212,31 +213,47 @@ func (o *Server) Validate() error {
 }
 
 // validateNodeCIDRs checks that, when kube-controller-manager allocates
-// the nodes' pod CIDRs, --cluster-cidr holds one for each simulated node.
+// the nodes' pod CIDRs, each range of --cluster-cidr holds one for each
+// simulated node.
 func (o *Server) validateNodeCIDRs() error {
-	if o.SimulatedNodes.Count == 0 || !o.allocatesNodeCIDRs() {
-		return nil
+	ipam, err := o.nodeIPAM()
+	if ipam == nil || err != nil || o.SimulatedNodes.Count == 0 {
+		return err
 	}
-	first, _, _ := strings.Cut(o.ControllerManager.KubeCloudShared.ClusterCIDR, ",")
-	cidr, err := netip.ParsePrefix(strings.TrimSpace(first))
-	if err != nil {
-		return fmt.Errorf("--cluster-cidr %q: %w", o.ControllerManager.KubeCloudShared.ClusterCIDR, err)
-	}
-	ipam := o.ControllerManager.NodeIPAMController
-	mask := 24 // kube-controller-manager's default for IPv4
-	switch {
-	case cidr.Addr().Is4() && ipam.NodeCIDRMaskSizeIPv4 != 0:
-		mask = int(ipam.NodeCIDRMaskSizeIPv4)
-	case ipam.NodeCIDRMaskSize != 0:
-		mask = int(ipam.NodeCIDRMaskSize)
-	case cidr.Addr().Is6():
-		mask = 64
-	}
-	if bits := mask - cidr.Bits(); bits >= 0 && bits < 31 && o.SimulatedNodes.Count > 1<<bits {
-		return fmt.Errorf("--cluster-cidr %s holds %d node CIDRs of /%d, not one for each of --simulated-nodes=%d: give a larger range, or --allocate-node-cidrs=false for --simulated-node-cidr's",
-			cidr, 1<<bits, mask, o.SimulatedNodes.Count)
+	for i, cidr := range ipam.ClusterCIDRs {
+		mask := ipam.MaskSizes[i]
+		if bits := mask - cidr.Bits(); bits < 0 || (bits < 31 && o.SimulatedNodes.Count > 1<<bits) {
+			return fmt.Errorf("--cluster-cidr %s holds %d node CIDRs of /%d, not one for each of --simulated-nodes=%d: give a larger range, or --allocate-node-cidrs=false for --simulated-node-cidr's",
+				cidr, 1<<max(bits, 0), mask, o.SimulatedNodes.Count)
+		}
 	}
 	return nil
+}
+
+// nodeIPAM is kube-controller-manager's node IPAM as the simulated nodes
+// need it: its ranges and the node CIDR's prefix length in each
+// (--node-cidr-mask-size-ipv4 or -ipv6, else --node-cidr-mask-size, else
+// kube-controller-manager's defaults, /24 and /64); nil when it allocates
+// no pod CIDRs.
+func (o *Server) nodeIPAM() (*simulatednodes.NodeIPAM, error) {
+	if !o.allocatesNodeCIDRs() {
+		return nil, nil
+	}
+	ipam := &simulatednodes.NodeIPAM{}
+	settings := o.ControllerManager.NodeIPAMController
+	for _, s := range strings.Split(o.ControllerManager.KubeCloudShared.ClusterCIDR, ",") {
+		cidr, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-cidr %q: %w", o.ControllerManager.KubeCloudShared.ClusterCIDR, err)
+		}
+		mask := cmp.Or(int(settings.NodeCIDRMaskSizeIPv4), int(settings.NodeCIDRMaskSize), 24)
+		if cidr.Addr().Is6() {
+			mask = cmp.Or(int(settings.NodeCIDRMaskSizeIPv6), int(settings.NodeCIDRMaskSize), 64)
+		}
+		ipam.ClusterCIDRs = append(ipam.ClusterCIDRs, cidr.Masked())
+		ipam.MaskSizes = append(ipam.MaskSizes, mask)
+	}
+	return ipam, nil
 }
 
 // allocatesNodeCIDRs reports whether kube-controller-manager allocates
@@ -305,10 +322,11 @@ func (o *Server) Config() controlplane.Config {
 	}
 	c.Components = append(c.Components, autodeploy.New(o.Disable))
 	if o.SimulatedNodes.Count > 0 {
-		// The nodes take their pod CIDRs from kube-controller-manager when
-		// it allocates them (--allocate-node-cidrs), else from
-		// --simulated-node-cidr.
-		c.Components = append(c.Components, simulatednodes.New(o.SimulatedNodes, !o.allocatesNodeCIDRs()))
+		// The nodes' pod CIDRs are from the end of kube-controller-manager's
+		// ranges when it allocates them (--allocate-node-cidrs), else from
+		// --simulated-node-cidr. Validate has parsed the ranges.
+		ipam, _ := o.nodeIPAM()
+		c.Components = append(c.Components, simulatednodes.New(o.SimulatedNodes, ipam))
 	}
 	if o.Node.Enabled {
 		c.Components = append(c.Components, hostnode.New(o.Node))

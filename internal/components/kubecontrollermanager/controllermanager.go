@@ -91,7 +91,8 @@ const DefaultClusterCIDR = "10.42.0.0/16"
 // in-process transport (InProcessQPS), one service account per controller
 // (--use-service-account-credentials, as kubeadm), so each controller has
 // the rights of its system:controller:* role, and kubeadm's
-// --controllers=*,bootstrapsigner,tokencleaner, and k3s's pod CIDRs
+// --controllers=*,bootstrapsigner,tokencleaner without the TTL controller
+// (see below), and k3s's pod CIDRs
 // (--allocate-node-cidrs, --cluster-cidr=DefaultClusterCIDR). The caller
 // sets the files only it knows (--root-ca-file,
 // --service-account-private-key-file, --cluster-signing-cert-file and
@@ -107,7 +108,14 @@ func NewOptions() (*cmoptions.KubeControllerManagerOptions, error) {
 	o.Generic.LeaderElection.RetryPeriod.Duration = election.DefaultRetryPeriod
 	// As kubeadm: bootstrap tokens are signed into kube-public's
 	// cluster-info and deleted once expired.
-	o.Generic.Controllers = []string{"*", names.BootstrapSignerController, names.TokenCleanerController}
+	o.Generic.Controllers = []string{"*", names.BootstrapSignerController, names.TokenCleanerController,
+		// The TTL controller annotates every node with how long a kubelet
+		// may cache Secrets and ConfigMaps, which only the kubelet's
+		// Cache strategy reads (its default is Watch). It patches each
+		// node as it registers, racing node IPAM's patch of the pod CIDR
+		// (an error line on the terminal), and every node again each time
+		// the cluster grows past 100, 500, 1,000 and 2,000 nodes.
+		"-" + names.TTLController}
 	// As k3s: every node gets a pod CIDR, a /24 of the cluster's, which
 	// the pod network (podnetwork) routes between nodes.
 	o.KubeCloudShared.AllocateNodeCIDRs = true

@@ -12,17 +12,17 @@ import (
 
 // Component is the simulated nodes as a component of a control plane.
 type Component struct {
-	opts        *Options
-	assignCIDRs bool
-	progress    progress.Func
-	ready       chan struct{}
+	opts     *Options
+	ipam     *NodeIPAM
+	progress progress.Func
+	ready    chan struct{}
 }
 
 // New returns o.Count simulated nodes as a component: they act as User,
-// with Access's rights, talking to the server in-process. assignCIDRs is
-// false when kube-controller-manager allocates the nodes' pod CIDRs.
-func New(o *Options, assignCIDRs bool) *Component {
-	return &Component{opts: o, assignCIDRs: assignCIDRs, ready: make(chan struct{})}
+// with Access's rights, talking to the server in-process. ipam is
+// kube-controller-manager's node IPAM, nil when it allocates no pod CIDRs.
+func New(o *Options, ipam *NodeIPAM) *Component {
+	return &Component{opts: o, ipam: ipam, ready: make(chan struct{})}
 }
 
 // Name implements controlplane.Component.
@@ -47,7 +47,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	return Run(ctx, c.opts, client, c.assignCIDRs, c.progress, func() { close(c.ready) })
+	return Run(ctx, c.opts, client, c.ipam, c.progress, func() { close(c.ready) })
 }
 
 // Ready implements controlplane.ReadyComponent: it is closed once every

@@ -2,6 +2,7 @@ package simulatednodes
 
 import (
 	"fmt"
+	"math/big"
 	"math/bits"
 	"net/netip"
 	"time"
@@ -18,7 +19,7 @@ type Options struct {
 	Count int
 	// PodCIDR is the range a node's pod CIDR (a /24 each, in name order)
 	// comes from (--simulated-node-cidr), when kube-controller-manager does
-	// not allocate them (--allocate-node-cidrs): its Pods' IPs are from it.
+	// not allocate pod CIDRs (NodeIPAM): its Pods' IPs are from it.
 	PodCIDR string
 	// LeaseDuration is the nodes' lease duration, renewed every quarter of
 	// it, as the kubelet's (--simulated-node-lease-duration).
@@ -82,4 +83,64 @@ func (o *Options) podCIDRs() (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("--simulated-node-cidr %s holds %d node CIDRs of /%d, fewer than --simulated-nodes %d", p, 1<<n, nodeMaskSize, o.Count)
 	}
 	return p.Masked(), nil
+}
+
+// NodeIPAM is kube-controller-manager's node IPAM (--allocate-node-cidrs):
+// its ranges (--cluster-cidr, one per IP family) and the prefix length of
+// a node's CIDR in each (--node-cidr-mask-size*). Simulated nodes then
+// register with their pod CIDRs taken from the end of each range, the
+// i-th node the i-th from the end, which the allocator marks as used when
+// it sees them; it hands other nodes CIDRs from the start. Left to the
+// allocator, a node is written by it and by the node lifecycle
+// controller at once as it registers, and the allocator, its cache not
+// yet holding its own write, allocates a second CIDR, is refused, and
+// logs an error (upstream's race, and a write per node).
+type NodeIPAM struct {
+	ClusterCIDRs []netip.Prefix
+	MaskSizes    []int
+}
+
+// cidrPlan gives node i its pod CIDRs: the i-th from the start of each
+// range, or with fromEnd from the end.
+type cidrPlan struct {
+	ranges  []netip.Prefix
+	sizes   []int
+	fromEnd bool
+}
+
+// plan is where the nodes' pod CIDRs come from: ipam's ranges when it is
+// set, else PodCIDR.
+func (o *Options) plan(ipam *NodeIPAM) (cidrPlan, error) {
+	if ipam != nil {
+		return cidrPlan{ranges: ipam.ClusterCIDRs, sizes: ipam.MaskSizes, fromEnd: true}, nil
+	}
+	p, err := o.podCIDRs()
+	if err != nil {
+		return cidrPlan{}, err
+	}
+	return cidrPlan{ranges: []netip.Prefix{p}, sizes: []int{nodeMaskSize}}, nil
+}
+
+// node returns node i's pod CIDRs.
+func (c cidrPlan) node(i int) []string {
+	cidrs := make([]string, len(c.ranges))
+	for k, r := range c.ranges {
+		n := big.NewInt(int64(i))
+		if c.fromEnd {
+			// The last index: 2^(size - range bits) - 1.
+			last := new(big.Int).Lsh(big.NewInt(1), uint(c.sizes[k]-r.Bits()))
+			n.Sub(last.Sub(last, big.NewInt(1)), n)
+		}
+		cidrs[k] = Subnet(r, c.sizes[k], n).String()
+	}
+	return cidrs
+}
+
+// Subnet is the n-th prefix of length size in r (n counts from 0).
+func Subnet(r netip.Prefix, size int, n *big.Int) netip.Prefix {
+	a := r.Masked().Addr()
+	v := new(big.Int).SetBytes(a.AsSlice())
+	v.Add(v, new(big.Int).Lsh(n, uint(a.BitLen()-size)))
+	addr, _ := netip.AddrFromSlice(v.FillBytes(make([]byte, a.BitLen()/8)))
+	return netip.PrefixFrom(addr, size)
 }

@@ -2,6 +2,7 @@ package simulatednodes
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,10 @@ func TestValidate(t *testing.T) {
 }
 
 func TestNodeAddresses(t *testing.T) {
-	p := netip.MustParsePrefix(DefaultPodCIDR)
+	plan, err := NewOptions().plan(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		i        int
 		cidr, ip string
@@ -54,9 +58,9 @@ func TestNodeAddresses(t *testing.T) {
 		{256, "10.129.0.0/24", "198.18.1.1"},
 		{4095, "10.143.255.0/24", "198.18.16.0"},
 	} {
-		node := newNode(tt.i, p, true)
-		if node.Spec.PodCIDR != tt.cidr {
-			t.Errorf("node %d: pod CIDR %s, want %s", tt.i, node.Spec.PodCIDR, tt.cidr)
+		node := newNode(tt.i, plan.node(tt.i))
+		if node.Spec.PodCIDR != tt.cidr || !slices.Equal(node.Spec.PodCIDRs, []string{tt.cidr}) {
+			t.Errorf("node %d: pod CIDRs %s %v, want %s", tt.i, node.Spec.PodCIDR, node.Spec.PodCIDRs, tt.cidr)
 		}
 		if got := node.Status.Addresses[0].Address; got != tt.ip {
 			t.Errorf("node %d: InternalIP %s, want %s", tt.i, got, tt.ip)
@@ -65,7 +69,39 @@ func TestNodeAddresses(t *testing.T) {
 			t.Errorf("node %d: InternalIP %s outside 198.18.0.0/15", tt.i, node.Status.Addresses[0].Address)
 		}
 	}
-	if n := newNode(0, p, false); n.Spec.PodCIDR != "" || len(n.Spec.PodCIDRs) != 0 {
-		t.Errorf("with the controller manager allocating, node 0 got pod CIDRs %v", n.Spec.PodCIDRs)
+}
+
+// TestNodeIPAMCIDRs: under kube-controller-manager's node IPAM, node i
+// takes the i-th node CIDR from the end of each of its ranges, of the
+// range's node prefix length, whose start the allocator hands out.
+func TestNodeIPAMCIDRs(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		ranges []string
+		sizes  []int
+		i      int
+		want   []string
+	}{
+		{"first node", []string{"10.42.0.0/16"}, []int{24}, 0, []string{"10.42.255.0/24"}},
+		{"second node", []string{"10.42.0.0/16"}, []int{24}, 1, []string{"10.42.254.0/24"}},
+		{"last node of the range", []string{"10.42.0.0/16"}, []int{24}, 255, []string{"10.42.0.0/24"}},
+		{"smaller node CIDRs", []string{"10.42.0.0/16"}, []int{26}, 1, []string{"10.42.255.128/26"}},
+		{"dual-stack", []string{"10.42.0.0/16", "fd00:42::/56"}, []int{24, 64}, 2, []string{"10.42.253.0/24", "fd00:42:0:fd::/64"}},
+		{"IPv6 first", []string{"fd00:42::/48", "10.42.0.0/16"}, []int{64, 24}, 0, []string{"fd00:42:0:ffff::/64", "10.42.255.0/24"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ipam := &NodeIPAM{MaskSizes: tt.sizes}
+			for _, r := range tt.ranges {
+				ipam.ClusterCIDRs = append(ipam.ClusterCIDRs, netip.MustParsePrefix(r))
+			}
+			plan, err := NewOptions().plan(ipam)
+			if err != nil {
+				t.Fatal(err)
+			}
+			node := newNode(tt.i, plan.node(tt.i))
+			if !slices.Equal(node.Spec.PodCIDRs, tt.want) || node.Spec.PodCIDR != tt.want[0] {
+				t.Errorf("node %d: pod CIDRs %s %v, want %v", tt.i, node.Spec.PodCIDR, node.Spec.PodCIDRs, tt.want)
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/klog/v2"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 	nodeutil "k8s.io/kubernetes/pkg/util/node"
 	"k8s.io/utils/clock"
 	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
@@ -84,22 +85,26 @@ var capacity = corev1.ResourceList{
 }
 
 // Run keeps o.Count simulated nodes until ctx is done, acting through
-// client (as User, with Access's rights). assignCIDRs is false when
-// kube-controller-manager allocates the nodes' pod CIDRs. How many nodes
+// client (as User, with Access's rights). ipam is kube-controller-manager's
+// node IPAM, nil when it allocates no pod CIDRs. How many nodes
 // are created, then Ready, goes to report (thousands take seconds); ready
 // is called once every node is Ready. It returns nil once ctx is done, or
 // the error that kept the nodes from starting.
-func Run(ctx context.Context, o *Options, client *rest.Config, assignCIDRs bool, report progress.Func, ready func()) error {
+func Run(ctx context.Context, o *Options, client *rest.Config, ipam *NodeIPAM, report progress.Func, ready func()) error {
 	logger := klog.FromContext(ctx).WithName("simulated-nodes")
 	ctx = klog.NewContext(ctx, logger)
 	typed, err := kubernetes.NewForConfig(client)
 	if err != nil {
 		return err
 	}
-	if err := ensureNodes(ctx, typed, o, assignCIDRs, report); err != nil {
+	plan, err := o.plan(ipam)
+	if err != nil {
 		return fmt.Errorf("simulated nodes: %w", err)
 	}
-	c, err := newController(ctx, o, client, typed, !assignCIDRs)
+	if err := ensureNodes(ctx, typed, o.Count, plan, report); err != nil {
+		return fmt.Errorf("simulated nodes: %w", err)
+	}
+	c, err := newController(ctx, o, client, typed, plan)
 	if err != nil {
 		return fmt.Errorf("simulated nodes: %w", err)
 	}
@@ -157,7 +162,7 @@ func waitReady(ctx context.Context, client kubernetes.Interface, count int, repo
 
 // newController is kwok's controller for the simulated nodes, with
 // kwok's own stages.
-func newController(ctx context.Context, o *Options, client *rest.Config, typed kubernetes.Interface, awaitPodCIDR bool) (*controllers.Controller, error) {
+func newController(ctx context.Context, o *Options, client *rest.Config, typed kubernetes.Interface, plan cidrPlan) (*controllers.Controller, error) {
 	dyn, err := dynamic.NewForConfig(client)
 	if err != nil {
 		return nil, err
@@ -166,15 +171,11 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 	if err != nil {
 		return nil, err
 	}
-	stages, err := stages(o, awaitPodCIDR)
+	stages, err := stages(o)
 	if err != nil {
 		return nil, err
 	}
 	id, err := controllers.Identity()
-	if err != nil {
-		return nil, err
-	}
-	podCIDRs, err := o.podCIDRs()
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +192,7 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 		DisregardStatusWithAnnotationSelector: CustomStatusAnnotation + "=" + CustomStatusValue,
 		// Pods on a node without a pod CIDR get IPs from the first node
 		// CIDR's range.
-		CIDR:                      nodeCIDR(podCIDRs, 0).String(),
+		CIDR:                      plan.node(0)[0],
 		LocalStages:               stages,
 		PodPlayStageParallelism:   16,
 		NodePlayStageParallelism:  4,
@@ -207,13 +208,8 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 // kubelets) and heartbeats through its lease; a Pod
 // becomes Ready (after o.PodStartupDelay), completes when its
 // restartPolicy says it may (and is then no longer Ready), and is removed
-// once deleted. With awaitPodCIDR (kube-controller-manager allocates the
-// nodes' pod CIDRs) a node initializes only once it has its pod CIDR, as
-// a node's pod network waits for it: otherwise kwok's status patch races
-// the allocator's, whose informer may then still see the node without a
-// CIDR and allocate it a second one (refused by validation, logged as an
-// error, and with many nodes exhausting the range for a while).
-func stages(o *Options, awaitPodCIDR bool) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
+// once deleted.
+func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	byRef := map[internalversion.StageResourceRef][]*internalversion.Stage{}
 	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
 		podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
@@ -225,13 +221,6 @@ func stages(o *Options, awaitPodCIDR bool) (map[internalversion.StageResourceRef
 		case s.Name == "node-initialize":
 			if err := editStatus(s, kwokKubeProxyVersion, noKubeProxyVersion); err != nil {
 				return nil, err
-			}
-			if awaitPodCIDR {
-				if s.Spec.Selector == nil {
-					return nil, fmt.Errorf("kwok stage %s: no selector to add the pod CIDR's to", s.Name)
-				}
-				s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions,
-					internalversion.MatchExpression{JQ: &internalversion.SelectorJQ{Key: ".spec.podCIDR", Operator: internalversion.SelectorOpExists}})
 			}
 		case s.Name == "pod-ready" && o.PodStartupDelay > 0:
 			ms := o.PodStartupDelay.Milliseconds()
@@ -294,9 +283,10 @@ func editStatus(s *internalversion.Stage, old, new string) error {
 	return fmt.Errorf("kwok stage %s: no status patch to edit", s.Name)
 }
 
-// ensureNodes creates the simulated nodes that do not exist and deletes
-// those beyond o.Count, reporting how many it has created.
-func ensureNodes(ctx context.Context, client kubernetes.Interface, o *Options, assignCIDRs bool, report progress.Func) error {
+// ensureNodes creates the simulated nodes that do not exist, with their
+// pod CIDRs from plan, and deletes those beyond count, reporting how many
+// it has created.
+func ensureNodes(ctx context.Context, client kubernetes.Interface, count int, plan cidrPlan, report progress.Func) error {
 	existing, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{TypeLabel: TypeValue}).String()})
 	if err != nil {
@@ -309,28 +299,24 @@ func ensureNodes(ctx context.Context, client kubernetes.Interface, o *Options, a
 		switch {
 		case !strings.HasPrefix(n.Name, NamePrefix) || err != nil:
 			// Someone else's kwok node.
-		case i >= o.Count:
+		case i >= count:
 			stale = append(stale, n.Name)
 		default:
 			have[n.Name] = true
 		}
 	}
-	podCIDRs, err := o.podCIDRs()
-	if err != nil {
-		return err
-	}
 	var g errgroup.Group
 	g.SetLimit(16)
-	missing := int64(o.Count - len(have))
+	missing := int64(count - len(have))
 	var created atomic.Int64
 	defer func() {
 		report.Report(progress.Update{Step: "creating simulated nodes", Done: created.Load(), Total: missing, End: true})
 	}()
-	for i := range o.Count {
+	for i := range count {
 		if have[NodeName(i)] {
 			continue
 		}
-		node := newNode(i, podCIDRs, assignCIDRs)
+		node := newNode(i, plan.node(i))
 		g.Go(func() error {
 			_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
@@ -354,20 +340,26 @@ func ensureNodes(ctx context.Context, client kubernetes.Interface, o *Options, a
 	return g.Wait()
 }
 
-// newNode is the simulated node i as it registers: its labels, pod CIDR,
-// address, capacity and node info; kwok's node-initialize stage then
-// makes it Ready.
-func newNode(i int, podCIDRs netip.Prefix, assignCIDRs bool) *corev1.Node {
+// newNode is the simulated node i as a kubelet registers it: its labels
+// (the beta OS and architecture ones too, which the node lifecycle
+// controller would otherwise add), pod CIDRs, address, capacity and node
+// info; kwok's node-initialize stage then makes it Ready. No conditions
+// yet: with Ready False, the node lifecycle controller, whose view of a
+// node's health is renewed only every --node-monitor-period, would mark
+// the Pods bound in the meantime not Ready, which kwok never undoes.
+func newNode(i int, podCIDRs []string) *corev1.Node {
 	name := NodeName(i)
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name,
 			Labels: map[string]string{
 				corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
+				kubeletapis.LabelOS: "linux", kubeletapis.LabelArch: "amd64",
 				TypeLabel: TypeValue,
 			},
 			Annotations: map[string]string{simulated.NodeAnnotation: simulated.NodeAnnotationValue},
 		},
+		Spec: corev1.NodeSpec{PodCIDR: podCIDRs[0], PodCIDRs: podCIDRs},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity.DeepCopy(),
 			Allocatable: capacity.DeepCopy(),
@@ -385,16 +377,7 @@ func newNode(i int, podCIDRs netip.Prefix, assignCIDRs bool) *corev1.Node {
 			},
 		},
 	}
-	if assignCIDRs {
-		cidr := nodeCIDR(podCIDRs, i).String()
-		node.Spec.PodCIDR, node.Spec.PodCIDRs = cidr, []string{cidr}
-	}
 	return node
-}
-
-// nodeCIDR is the i-th /24 of p.
-func nodeCIDR(p netip.Prefix, i int) netip.Prefix {
-	return netip.PrefixFrom(nthAddr(p.Addr(), uint32(i)<<(32-nodeMaskSize)), nodeMaskSize)
 }
 
 // nthAddr is the IPv4 address n after a.

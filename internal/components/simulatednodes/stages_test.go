@@ -10,7 +10,7 @@ import (
 // TestStages checks the edits to kwok's stages took: were a kwok upgrade
 // to change the lines they edit, stages fails rather than leave kwok's.
 func TestStages(t *testing.T) {
-	byRef, err := stages(NewOptions(), false)
+	byRef, err := stages(NewOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,32 +31,6 @@ func TestStages(t *testing.T) {
 	}
 	if strings.Contains(templates["node-initialize"], kwokKubeProxyVersion) {
 		t.Errorf("stage node-initialize still reports kwok's version as kube-proxy's")
-	}
-}
-
-// TestStagesAwaitPodCIDR: with the pod CIDRs allocated by
-// kube-controller-manager, a node initializes only once it has one.
-func TestStagesAwaitPodCIDR(t *testing.T) {
-	for _, await := range []bool{false, true} {
-		byRef, err := stages(NewOptions(), await)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var found, awaits bool
-		for _, list := range byRef {
-			for _, s := range list {
-				if s.Name != "node-initialize" {
-					continue
-				}
-				found = true
-				for _, e := range s.Spec.Selector.MatchExpressions {
-					awaits = awaits || (e.JQ != nil && e.JQ.Key == ".spec.podCIDR" && e.JQ.Operator == internalversion.SelectorOpExists)
-				}
-			}
-		}
-		if !found || awaits != await {
-			t.Errorf("awaitPodCIDR %v: node-initialize found %v, awaits the pod CIDR %v", await, found, awaits)
-		}
 	}
 }
 

@@ -70,6 +70,10 @@ type Config struct {
 	LogLevel string
 	// QuotaBackendBytes is the backend size limit; 0 keeps etcd's default.
 	QuotaBackendBytes int64
+	// UnsafeNoFsync is etcd's --unsafe-no-fsync: writes are not synced to
+	// disk, so a crash of the machine (not of the process) may lose or
+	// damage data. For data thrown away after a test, as envtest's etcd.
+	UnsafeNoFsync bool
 }
 
 // TLSFiles names PEM files for a listener.
@@ -181,6 +185,7 @@ func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, erro
 	ec := embed.NewConfig()
 	ec.Dir = cfg.Dir
 	ec.ForceNewCluster = cfg.ForceNewCluster
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
 	name, peer := cfg.Member()
 	ec.Name = name
 	socket := filepath.Join(cfg.Dir, socketName)
