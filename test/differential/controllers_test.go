@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,11 +39,11 @@ func TestServerRunsTheControllersKubeControllerManagerRuns(t *testing.T) {
 	srv := harness.StartReadyServer(t, time.Minute, bin, dataDir, "--secure-port=0", serviceRange, "-v=1")
 	// kubeadm gives kube-controller-manager the cluster CA to sign CSRs
 	// with, as kubeboot server does by default: kubeboot's CA serves. And
-	// kubeadm's --controllers, which kubeboot's default is, and k3s's pod
-	// CIDRs, which kubeboot's are.
+	// kubeboot's default --controllers (kubeadm's, less the TTL
+	// controller), and k3s's pod CIDRs, which kubeboot's are.
 	ca := filepath.Join(dataDir, "pki", pki.CAName)
 	peer := harness.StartPeerControlPlane(t, bins, filepath.Join(dir, "peer"), harness.PeerArgs{ControllerManager: []string{"-v=1",
-		"--controllers=*,bootstrap-signer-controller,token-cleaner-controller",
+		"--controllers=" + strings.Join(kubecontrollermanager.DefaultControllers(), ","),
 		"--allocate-node-cidrs", "--cluster-cidr=" + kubecontrollermanager.DefaultClusterCIDR,
 		"--cluster-signing-cert-file=" + ca + ".crt", "--cluster-signing-key-file=" + ca + ".key", "--root-ca-file=" + ca + ".crt"}})
 

@@ -86,13 +86,25 @@ const (
 // DefaultClusterCIDR is the Pods' range, k3s's: 256 nodes of a /24.
 const DefaultClusterCIDR = "10.42.0.0/16"
 
+// DefaultControllers is kubeboot's --controllers: kubeadm's
+// (*,bootstrap-signer-controller,token-cleaner-controller: bootstrap
+// tokens are signed into kube-public's cluster-info and deleted once
+// expired) without the TTL controller. That controller annotates every
+// node with how long a kubelet may cache Secrets and ConfigMaps, which
+// only the kubelet's Cache strategy reads (its default is Watch); it
+// patches each node as it registers, racing node IPAM's patch of the pod
+// CIDR, and every node again each time the cluster grows past 100, 500,
+// 1,000 and 2,000 nodes.
+func DefaultControllers() []string {
+	return []string{"*", names.BootstrapSignerController, names.TokenCleanerController, "-" + names.TTLController}
+}
+
 // NewOptions returns kube-controller-manager's options with the defaults
 // of running inside kubeboot: no port of its own, client limits for the
 // in-process transport (InProcessQPS), one service account per controller
 // (--use-service-account-credentials, as kubeadm), so each controller has
-// the rights of its system:controller:* role, and kubeadm's
-// --controllers=*,bootstrapsigner,tokencleaner without the TTL controller
-// (see below), and k3s's pod CIDRs
+// the rights of its system:controller:* role, DefaultControllers, and
+// k3s's pod CIDRs
 // (--allocate-node-cidrs, --cluster-cidr=DefaultClusterCIDR). The caller
 // sets the files only it knows (--root-ca-file,
 // --service-account-private-key-file, --cluster-signing-cert-file and
@@ -106,16 +118,7 @@ func NewOptions() (*cmoptions.KubeControllerManagerOptions, error) {
 	o.Generic.ClientConnection.QPS, o.Generic.ClientConnection.Burst = InProcessQPS, InProcessBurst
 	o.KubeCloudShared.UseServiceAccountCredentials = true
 	o.Generic.LeaderElection.RetryPeriod.Duration = election.DefaultRetryPeriod
-	// As kubeadm: bootstrap tokens are signed into kube-public's
-	// cluster-info and deleted once expired.
-	o.Generic.Controllers = []string{"*", names.BootstrapSignerController, names.TokenCleanerController,
-		// The TTL controller annotates every node with how long a kubelet
-		// may cache Secrets and ConfigMaps, which only the kubelet's
-		// Cache strategy reads (its default is Watch). It patches each
-		// node as it registers, racing node IPAM's patch of the pod CIDR
-		// (an error line on the terminal), and every node again each time
-		// the cluster grows past 100, 500, 1,000 and 2,000 nodes.
-		"-" + names.TTLController}
+	o.Generic.Controllers = DefaultControllers()
 	// As k3s: every node gets a pod CIDR, a /24 of the cluster's, which
 	// the pod network (podnetwork) routes between nodes.
 	o.KubeCloudShared.AllocateNodeCIDRs = true

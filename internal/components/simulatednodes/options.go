@@ -131,13 +131,13 @@ func (c cidrPlan) node(i int) []string {
 			last := new(big.Int).Lsh(big.NewInt(1), uint(c.sizes[k]-r.Bits()))
 			n.Sub(last.Sub(last, big.NewInt(1)), n)
 		}
-		cidrs[k] = Subnet(r, c.sizes[k], n).String()
+		cidrs[k] = subnet(r, c.sizes[k], n).String()
 	}
 	return cidrs
 }
 
-// Subnet is the n-th prefix of length size in r (n counts from 0).
-func Subnet(r netip.Prefix, size int, n *big.Int) netip.Prefix {
+// subnet is the n-th prefix of length size in r (n counts from 0).
+func subnet(r netip.Prefix, size int, n *big.Int) netip.Prefix {
 	a := r.Masked().Addr()
 	v := new(big.Int).SetBytes(a.AsSlice())
 	v.Add(v, new(big.Int).Lsh(n, uint(a.BitLen()-size)))
