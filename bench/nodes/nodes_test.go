@@ -27,6 +27,9 @@
 // apiserver's etcd_requests_total for create and update) and the p99 of
 // 200 `get pod`s.
 //
+// BenchmarkFlatCost compares the CPU per Pod at 200 nodes / 6,000 Pods
+// with 50 / 1,500 (flat_test.go).
+//
 // BenchmarkTop runs -nodes nodes, waits until the resource metrics API
 // has every node's usage, then reports the median and p99 of listing
 // every NodeMetrics (the API `kubectl top nodes` reads) and the median of
@@ -84,10 +87,10 @@ type server struct {
 	client kubernetes.Interface
 }
 
-func start(b *testing.B, args ...string) server {
+func start(b testing.TB, nodes int, args ...string) server {
 	srv := benchserver.Server(b, time.Minute, benchserver.Components{Scheduler: benchserver.ClientLimits(*schedulerQPS)},
 		// A /24 for each of up to 4,096 nodes (the default /16 holds 256).
-		append([]string{fmt.Sprintf("--simulated-nodes=%d", *nodes), "--cluster-cidr=10.32.0.0/12"}, args...)...).Start(b)
+		append([]string{fmt.Sprintf("--simulated-nodes=%d", nodes), "--cluster-cidr=10.32.0.0/12"}, args...)...).Start(b)
 	b.Cleanup(func() {
 		select {
 		case <-srv.Exited(): // stopped by the benchmark
@@ -109,7 +112,7 @@ func start(b *testing.B, args ...string) server {
 	}); err != nil {
 		b.Fatalf("simulated nodes not ready: %v", err)
 	}
-	b.Logf("%d simulated nodes Ready %s after the server", *nodes, time.Since(began).Round(time.Millisecond))
+	b.Logf("%d simulated nodes Ready %s after the server", nodes, time.Since(began).Round(time.Millisecond))
 	return server{srv, client}
 }
 
@@ -130,13 +133,17 @@ func BenchmarkRunning(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		if *kubeboot {
-			srv := start(b)
-			ours = append(ours, running(b, "kubeboot", srv.client, []int{srv.PID()}))
+			srv := start(b, *nodes)
+			b.StartTimer()
+			ours = append(ours, running(b, "kubeboot", srv.client, []int{srv.PID()}, *nodes, *pods))
+			b.StopTimer()
 			benchserver.Stop(b, srv.APIServer, time.Minute)
 		}
 		if *peer {
 			client, pids := startPeer(b, plane, simulator)
-			theirs = append(theirs, running(b, "peer", client, pids))
+			b.StartTimer()
+			theirs = append(theirs, running(b, "peer", client, pids, *nodes, *pods))
+			b.StopTimer()
 		}
 	}
 	if *kubeboot {
@@ -162,27 +169,26 @@ type figures struct {
 	rss       float64 // MiB
 }
 
-// running creates the Deployments and waits until every Pod is Running
-// and Ready; the CPU and RSS are the sums over pids.
-func running(b *testing.B, name string, client kubernetes.Interface, pids []int) figures {
-	cpu0 := benchserver.CPUOf(b, pids...)
-	b.StartTimer()
+// running creates pods/*replicas Deployments and waits until every Pod
+// is Running and Ready on the nodes; the CPU and RSS are the sums over
+// pids.
+func running(tb testing.TB, name string, client kubernetes.Interface, pids []int, nodes, pods int) figures {
+	cpu0 := benchserver.CPUOf(tb, pids...)
 	began := time.Now()
-	counted := watchRunning(b, client)
-	deployments := *pods / *replicas
-	createDeployments(b, client, deployments)
+	counted := watchRunning(tb, client)
+	deployments := pods / *replicas
+	createDeployments(tb, client, deployments)
 	created := time.Since(began)
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Minute, true, func(context.Context) (bool, error) {
 		return counted.Load() >= int64(deployments**replicas), nil
 	}); err != nil {
-		b.Fatalf("%s: %d of %d Pods Running and Ready: %v", name, counted.Load(), deployments**replicas, err)
+		tb.Fatalf("%s: %d of %d Pods Running and Ready: %v", name, counted.Load(), deployments**replicas, err)
 	}
 	f := figures{took: time.Since(began)}
-	b.StopTimer()
-	f.cpu = benchserver.CPUOf(b, pids...) - cpu0
-	f.rss = benchserver.MemoryOf(b, pids...).RSS
-	b.Logf("%s: %d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB",
-		name, deployments, created.Round(time.Millisecond), deployments**replicas, *nodes, f.took.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rss)
+	f.cpu = benchserver.CPUOf(tb, pids...) - cpu0
+	f.rss = benchserver.MemoryOf(tb, pids...).RSS
+	tb.Logf("%s: %d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB",
+		name, deployments, created.Round(time.Millisecond), deployments**replicas, nodes, f.took.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rss)
 	return f
 }
 
@@ -218,7 +224,7 @@ func startPeer(b *testing.B, plane benchserver.PeerControlPlane, simulator strin
 func BenchmarkIdle(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
-		srv := start(b)
+		srv := start(b, *nodes)
 		// Let the start settle: the first heartbeats and lease creates.
 		time.Sleep(10 * time.Second)
 		writes0 := etcdWrites(b, srv.client)
@@ -241,7 +247,7 @@ func BenchmarkIdle(b *testing.B) {
 }
 
 // createDeployments creates n Deployments of *replicas, 16 at a time.
-func createDeployments(b *testing.B, client kubernetes.Interface, n int) {
+func createDeployments(b testing.TB, client kubernetes.Interface, n int) {
 	sem := make(chan struct{}, 16)
 	errs := make(chan error, n)
 	for i := range n {
@@ -272,7 +278,7 @@ func createDeployments(b *testing.B, client kubernetes.Interface, n int) {
 }
 
 // watchRunning counts the Pods an informer shows Running and Ready.
-func watchRunning(b *testing.B, client kubernetes.Interface) *atomic.Int64 {
+func watchRunning(b testing.TB, client kubernetes.Interface) *atomic.Int64 {
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(metav1.NamespaceDefault))
 	b.Cleanup(func() { cancel(); factory.Shutdown() })
@@ -340,7 +346,7 @@ func getPodP99(b *testing.B, client kubernetes.Interface) time.Duration {
 }
 
 func BenchmarkTop(b *testing.B) {
-	srv := start(b, "--metrics-server-arg=--metric-resolution=15s")
+	srv := start(b, *nodes, "--metrics-server-arg=--metric-resolution=15s")
 	cfg, err := srv.Config()
 	if err != nil {
 		b.Fatal(err)
