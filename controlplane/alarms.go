@@ -68,6 +68,14 @@ func (s *Server) reclaimEtcdSpace(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
+		// Alarms are noted before the reclaim, which may clear them in
+		// the same tick: each cleared one then still gets its Event.
+		for _, a := range s.etcd.Alarms() {
+			if _, ok := raised[a]; !ok {
+				raised[a] = time.Now()
+				logger.Error(nil, "The embedded etcd raised an alarm", "alarm", a.String(), "err", s.etcd.CheckAlarms())
+			}
+		}
 		if cleared, err := s.etcd.ReclaimSpace(ctx); err != nil {
 			logger.Error(err, "Clearing the embedded etcd's NOSPACE alarm")
 		} else if cleared {
@@ -85,12 +93,6 @@ func (s *Server) reclaimEtcdSpace(ctx context.Context) {
 		}
 		warned = low
 		now := s.etcd.Alarms()
-		for _, a := range now {
-			if _, ok := raised[a]; !ok {
-				raised[a] = time.Now()
-				logger.Error(nil, "The embedded etcd raised an alarm", "alarm", a.String(), "err", s.etcd.CheckAlarms())
-			}
-		}
 		for a, since := range raised {
 			if !slices.Contains(now, a) {
 				recorder.Eventf(identity, corev1.EventTypeNormal, "EtcdAlarmCleared", "The embedded etcd's alarm %s, raised at %s, is cleared",

@@ -211,8 +211,12 @@ func TestAggregatedAPIServer(t *testing.T) {
 	if !apierrors.IsUnauthorized(err) {
 		t.Errorf("anonymous list of flunders: %v, want Unauthorized", err)
 	}
-	if after := ext.Requests(); len(after) != before {
-		t.Errorf("an anonymous request reached the backend: %+v", after[before:])
+	// Only the list's own request counts: the aggregator fetches the
+	// backend's OpenAPI and checks its availability meanwhile.
+	for _, r := range ext.Requests()[before:] {
+		if strings.Contains(r.Path, "/flunders") {
+			t.Errorf("an anonymous request reached the backend: %+v", r)
+		}
 	}
 	assertFrontProxy(t, ext.Requests(), admins, allowedNames)
 
