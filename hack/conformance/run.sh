@@ -11,14 +11,14 @@
 # PROCS (default 4) sets ginkgo's parallel processes; FOCUS, a regexp,
 # runs only the [Conformance] specs it matches; LABELS, a ginkgo label
 # filter, runs the specs it selects instead of [Conformance]'s (upstream's
-# NetworkPolicy specs: LABELS='Feature: containsAny NetworkPolicy'); NETPOL
-# runs cyclonus's generated NetworkPolicy cases after the specs (all,
-# ci, or cyclonus's tags, a tag after "-" leaving its cases out:
-# all,-multi-peer; without FOCUS or LABELS, only those);
-# CONFORMANCE_CACHE keeps
-# the build (default ~/.cache/kubeboot/conformance); AGENTLESS=1 runs on
-# a server that is no node and two agents instead of `server --node` and
-# one agent.
+# NetworkPolicy specs: LABELS='Feature: containsAny NetworkPolicy');
+# AGENTLESS=1 runs them on a server that is no node and two agents
+# instead of `server --node` and one agent. NETPOL runs cyclonus's
+# generated NetworkPolicy cases (test/netpol) on a cluster of their own,
+# after the specs if FOCUS or LABELS chooses any, else alone: all, ci, or
+# cyclonus's tags, a tag after "-" leaving its cases out (all,-multi-peer);
+# their report goes to REPORT_DIR/netpol. CONFORMANCE_CACHE keeps the
+# build (default ~/.cache/kubeboot/conformance).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -43,14 +43,20 @@ fi
 
 mkdir -p "$report" "$cache"
 echo "report: $report (progress: tail -f $report/*/e2e.log)"
-args=(-conformance.report="$report" -conformance.cache="$cache")
-if [ -n "${LABELS:-}" ]; then args+=(-conformance.labels="$LABELS"); fi
-if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); elif [ -z "${LABELS:-}" ] && [ -z "${NETPOL:-}" ]; then args+=(-conformance.full); fi
-if [ -n "${NETPOL:-}" ]; then args+=(-conformance.netpol="$NETPOL"); fi
-if [ -n "${PROCS:-}" ]; then args+=(-conformance.procs="$PROCS"); fi
-test=TestConformance
-if [ -n "${AGENTLESS:-}" ]; then test=TestConformanceAgentless; fi
 status=0
-go test ./test/conformance -run "^$test\$" -count=1 -v -timeout 12h -args "${args[@]}" || status=$?
-test -f "$report/summary.md" && cat "$report/summary.md"
+if [ -n "${LABELS:-}${FOCUS:-}" ] || [ -z "${NETPOL:-}" ]; then
+	args=(-conformance.report="$report" -conformance.cache="$cache")
+	if [ -n "${LABELS:-}" ]; then args+=(-conformance.labels="$LABELS"); fi
+	if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); elif [ -z "${LABELS:-}" ]; then args+=(-conformance.full); fi
+	if [ -n "${PROCS:-}" ]; then args+=(-conformance.procs="$PROCS"); fi
+	test=TestConformance
+	if [ -n "${AGENTLESS:-}" ]; then test=TestConformanceAgentless; fi
+	go test ./test/conformance -run "^$test\$" -count=1 -v -timeout 12h -args "${args[@]}" || status=$?
+	test -f "$report/summary.md" && cat "$report/summary.md"
+fi
+if [ -n "${NETPOL:-}" ]; then
+	go test ./test/netpol -run '^TestCyclonus$' -count=1 -v -timeout 12h \
+		-args -netpol.cases="$NETPOL" -netpol.report="$report/netpol" -netpol.cache="$cache" || status=$?
+	test -f "$report/netpol/summary.md" && cat "$report/netpol/summary.md"
+fi
 exit "$status"

@@ -22,6 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 )
 
 // The registries the conformance specs pull from (test/utils/image's
@@ -32,7 +34,7 @@ const (
 	k8sRegistry = "registry.k8s.io"
 )
 
-// cyclonus's NetworkPolicy cases (netpol_test.go): the module, under this
+// cyclonus's NetworkPolicy cases (cyclonus.go): the module, under this
 // one, of their runner and of the worker its Pods run (worker/), and the
 // image its Pods run when it probes in batches, as it names it (Docker
 // Hub's, which the nodes mirror to the run's registry too).
@@ -40,6 +42,10 @@ const (
 	CyclonusDir         = "test/conformance/cyclonus"
 	cyclonusWorkerImage = "docker.io/mfenwick100/cyclonus-worker:latest"
 )
+
+// CyclonusImages are the images cyclonus's cases run: the worker's, and
+// the nodes' sandbox image.
+var CyclonusImages = []string{cyclonusWorkerImage, containerruntime.DefaultPauseImage}
 
 // imageRefName is the OCI layout annotation naming an image.
 const imageRefName = "org.opencontainers.image.ref.name"
@@ -106,29 +112,38 @@ func imageSpecs() []imageSpec {
 		// default, containerruntime.DefaultPauseImage).
 		{[]string{k8sRegistry + "/pause:3.10.2"}, pause("3.10.2")},
 		{[]string{k8sRegistry + "/pause:3.10.1"}, pause("3.10.1")},
-		// The Pods of cyclonus's NetworkPolicy cases (netpol_test.go).
+		// The Pods of cyclonus's NetworkPolicy cases (cyclonus.go).
 		{[]string{cyclonusWorkerImage}, (*builder).cyclonusWorker},
 	}
 }
 
-// BuildImages builds every image of Images into an OCI image layout in
-// dir/layout, named by the imageRefName annotation, and returns its
-// path. dir keeps what the build fetched and compiled (Debian's package
-// lists and packages, Go programs); the module at module is this one,
+// BuildImages builds the images of Images that refs name (all, if none)
+// into an OCI image layout in dir/layout, named by the imageRefName
+// annotation, and returns its path. dir keeps what the build fetched and
+// compiled (Debian's package lists and packages, Go programs); the module
+// at module is this one,
 // whose go.mod requires the programs' modules. Debian's packages come
 // through apt from the host's sources, the only network it needs; no
 // container engine is involved. logf reports each step.
-func BuildImages(ctx context.Context, module, dir string, logf func(string, ...any)) (string, error) {
+func BuildImages(ctx context.Context, module, dir string, refs []string, logf func(string, ...any)) (string, error) {
+	specs := imageSpecs()
+	if len(refs) > 0 {
+		for _, r := range refs {
+			if !slices.Contains(Images(), r) {
+				return "", fmt.Errorf("no image is built as %s", r)
+			}
+		}
+		specs = slices.DeleteFunc(specs, func(s imageSpec) bool {
+			return !slices.ContainsFunc(s.refs, func(r string) bool { return slices.Contains(refs, r) })
+		})
+	}
 	kubernetes, version, err := kubernetesModule(module)
 	if err != nil {
 		return "", err
 	}
 	ldflags := versionLDFlags(version)
-	b := &builder{ctx: ctx, module: module, kubernetes: kubernetes, ldflags: ldflags, dir: dir, logf: logf, layers: map[string]v1.Layer{},
-		apt: &apt{ctx: ctx, dir: filepath.Join(dir, "apt"), logf: logf}}
-	if err := b.prepare(); err != nil {
-		return "", err
-	}
+	b := &builder{ctx: ctx, module: module, kubernetes: kubernetes, ldflags: ldflags, dir: dir, logf: logf,
+		bins: map[string]string{}, layers: map[string]v1.Layer{}, apt: &apt{ctx: ctx, dir: filepath.Join(dir, "apt"), logf: logf}}
 	out := filepath.Join(dir, "layout")
 	if err := os.RemoveAll(out); err != nil {
 		return "", err
@@ -137,7 +152,7 @@ func BuildImages(ctx context.Context, module, dir string, logf func(string, ...a
 	if err != nil {
 		return "", err
 	}
-	for _, s := range imageSpecs() {
+	for _, s := range specs {
 		img, err := s.build(b)
 		if err != nil {
 			return "", fmt.Errorf("image %s: %w", s.refs[0], err)
@@ -178,49 +193,45 @@ var goPrograms = map[string]string{
 	"etcd":             "go.etcd.io/etcd/server/v3",
 }
 
-// prepare builds the programs: the Go ones as the tests build this
-// module's packages (cgo on, so the build cache serves them; the images
-// carry Debian's libc), and pause, static, from upstream's C source with
-// the host's gcc.
-func (b *builder) prepare() error {
+// binary returns the program name's contents, built on first use, so a
+// build of some of the images builds only their programs: the Go ones
+// as the tests build this module's packages (cgo on, so the build cache
+// serves them; the images carry Debian's libc), cyclonus's worker from
+// its runner's module (CyclonusDir), pause-VERSION, static, from
+// upstream's C source with the host's gcc, and ash (buildAsh).
+func (b *builder) binary(name string) ([]byte, error) {
+	if path, ok := b.bins[name]; ok {
+		return os.ReadFile(path)
+	}
 	bin := filepath.Join(b.dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return err
+		return nil, err
 	}
-	b.bins = map[string]string{}
-	for _, name := range slices.Sorted(maps.Keys(goPrograms)) {
-		out := filepath.Join(bin, name)
+	out := filepath.Join(bin, name)
+	var err error
+	switch version, pause := strings.CutPrefix(name, "pause-"); {
+	case goPrograms[name] != "":
 		cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w "+b.ldflags, "-o", out, goPrograms[name])
 		cmd.Dir = b.module
-		if err := run(cmd); err != nil {
-			return fmt.Errorf("building %s (%s): %w", name, goPrograms[name], err)
-		}
-		b.bins[name] = out
+		err = run(cmd)
+	case name == "cyclonus-worker":
+		cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w", "-o", out, "./worker")
+		cmd.Dir = filepath.Join(b.module, CyclonusDir)
+		err = run(cmd)
+	case pause:
+		err = run(exec.CommandContext(b.ctx, "gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v"+version, "-o", out,
+			b.kubernetesFile("build/pause/linux/pause.c")))
+	case name == "ash":
+		out, err = b.buildAsh()
+	default:
+		return nil, fmt.Errorf("no program %s", name)
 	}
-	// The cases' worker, connecting from its own process, from the
-	// module of cyclonus's runner (CyclonusDir).
-	out := filepath.Join(bin, "cyclonus-worker")
-	cmd := exec.CommandContext(b.ctx, "go", "build", "-ldflags=-s -w", "-o", out, "./worker")
-	cmd.Dir = filepath.Join(b.module, CyclonusDir)
-	if err := run(cmd); err != nil {
-		return fmt.Errorf("building cyclonus's worker: %w", err)
-	}
-	b.bins["cyclonus-worker"] = out
-	for _, v := range []string{"3.10.1", "3.10.2"} {
-		out := filepath.Join(bin, "pause-"+v)
-		cmd := exec.CommandContext(b.ctx, "gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v"+v, "-o", out, b.kubernetesFile("build/pause/linux/pause.c"))
-		if err := run(cmd); err != nil {
-			return fmt.Errorf("building pause %s (gcc, static): %w", v, err)
-		}
-		b.bins["pause-"+v] = out
-	}
-	ash, err := b.buildAsh()
 	if err != nil {
-		return fmt.Errorf("building busybox's ash: %w", err)
+		return nil, fmt.Errorf("building %s: %w", name, err)
 	}
-	b.bins["ash"] = ash
-	b.logf("programs built: %s", strings.Join(slices.Sorted(maps.Keys(b.bins)), ", "))
-	return nil
+	b.bins[name] = out
+	b.logf("program %s built", name)
+	return os.ReadFile(out)
 }
 
 // ashOptions are the busybox configuration of the images' sh: from
@@ -300,11 +311,11 @@ func (b *builder) agnhost(version string, extra []file, cmd []string) (v1.Image,
 		return nil, err
 	}
 	own, err := b.cachedLayer("agnhost", func() ([]file, error) {
-		agnhost, err := os.ReadFile(b.bins["agnhost"])
+		agnhost, err := b.binary("agnhost")
 		if err != nil {
 			return nil, err
 		}
-		ash, err := os.ReadFile(b.bins["ash"])
+		ash, err := b.binary("ash")
 		if err != nil {
 			return nil, err
 		}
@@ -353,7 +364,7 @@ func (b *builder) agnhost(version string, extra []file, cmd []string) (v1.Image,
 // serve with its agnhost, and each probe runs the worker in the source
 // Pod, which runs `agnhost connect` for every target.
 func (b *builder) cyclonusWorker() (v1.Image, error) {
-	worker, err := os.ReadFile(b.bins["cyclonus-worker"])
+	worker, err := b.binary("cyclonus-worker")
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +407,7 @@ func (b *builder) nonewprivs() (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	nnp, err := os.ReadFile(b.bins["nnp"])
+	nnp, err := b.binary("nnp")
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +469,7 @@ func (b *builder) etcd() (v1.Image, error) {
 
 // pause is upstream's pause image: pause.c, static, alone, run as 65535.
 func (b *builder) pause(version string) (v1.Image, error) {
-	data, err := os.ReadFile(b.bins["pause-"+version])
+	data, err := b.binary("pause-" + version)
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +487,7 @@ func (b *builder) program(name, path, version string, entrypoint, cmd []string) 
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(b.bins[name])
+	data, err := b.binary(name)
 	if err != nil {
 		return nil, err
 	}
@@ -496,7 +507,7 @@ func (b *builder) busyboxLayer() (v1.Layer, error) {
 		if err != nil {
 			return nil, err
 		}
-		ash, err := os.ReadFile(b.bins["ash"])
+		ash, err := b.binary("ash")
 		if err != nil {
 			return nil, err
 		}

@@ -244,3 +244,12 @@ func (fs *imageFS) checkLinking(t *testing.T) {
 func isProgram(name string) bool {
 	return strings.Contains(name, "bin/") || !strings.Contains(name, "/")
 }
+
+// TestBuildImagesUnknownRef: asked for an image it does not build,
+// BuildImages says which before building anything.
+func TestBuildImagesUnknownRef(t *testing.T) {
+	_, err := BuildImages(t.Context(), ModuleRoot(t), t.TempDir(), []string{cyclonusWorkerImage, "registry.k8s.io/nope:1"}, t.Logf)
+	if err == nil || !strings.Contains(err.Error(), "registry.k8s.io/nope:1") {
+		t.Errorf("BuildImages of an unknown image: %v, want an error naming it", err)
+	}
+}

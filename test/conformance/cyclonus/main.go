@@ -24,6 +24,8 @@ import (
 	"github.com/mattfenwick/cyclonus/pkg/generator"
 	"github.com/mattfenwick/cyclonus/pkg/kube"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func main() {
@@ -59,11 +61,20 @@ func run() error {
 	if *dryRun {
 		k = kube.NewMockKubernetes(1.0)
 	} else {
-		client, err := kube.NewKubernetesForContext("")
+		// cyclonus's own client (kube.NewKubernetesForContext) keeps
+		// client-go's default limit of 5 requests a second: resetting
+		// and checking the 9 Pods, their Services and Namespaces before
+		// each case, and a probe's 9 execs, waited seconds on it.
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
 		if err != nil {
 			return err
 		}
-		k = client
+		cfg.QPS, cfg.Burst = 100, 200
+		clientset, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		k = &kube.Kubernetes{ClientSet: clientset, RestConfig: cfg}
 	}
 	var serverProtocols []v1.Protocol
 	for _, p := range tags(*protocols) {
