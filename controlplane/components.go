@@ -14,8 +14,9 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-
 	"k8s.io/client-go/rest"
+
+	"github.com/kubeboot/kubeboot/internal/platform/cpulabels"
 )
 
 // componentStopTimeout bounds how long the in-process components may take
@@ -152,23 +153,25 @@ func (s *Server) runComponents(ctx context.Context, failed chan<- error) {
 			s.api.SetComponentStatus(c.needs.Status, state.get)
 		}
 		wg.Go(func() {
-			if err := s.authorize(ctx, c.needs); err != nil {
-				if ctx.Err() == nil {
+			cpulabels.Do(ctx, c.Name(), func(ctx context.Context) {
+				if err := s.authorize(ctx, c.needs); err != nil {
+					if ctx.Err() == nil {
+						fail(c, err)
+					}
+					return
+				}
+				state.set(nil)
+				err := c.Run(ctx, s)
+				if err != nil && ctx.Err() == nil {
 					fail(c, err)
 				}
-				return
-			}
-			state.set(nil)
-			err := c.Run(ctx, s)
-			if err != nil && ctx.Err() == nil {
-				fail(c, err)
-			}
-			if err == nil {
-				err = errStopped
-			} else {
-				err = fmt.Errorf("%w: %w", errStopped, err)
-			}
-			state.set(err)
+				if err == nil {
+					err = errStopped
+				} else {
+					err = fmt.Errorf("%w: %w", errStopped, err)
+				}
+				state.set(err)
+			})
 		})
 	}
 	wg.Wait()

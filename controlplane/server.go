@@ -29,6 +29,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/platform/auditpolicy"
+	"github.com/kubeboot/kubeboot/internal/platform/cpulabels"
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
@@ -415,7 +416,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	go s.watchComponentsReady(apiCtx)
 	errCh := make(chan error, 1)
-	go func() { errCh <- s.api.Run(apiCtx) }()
+	go cpulabels.Do(apiCtx, cpulabels.APIServer, func(ctx context.Context) { errCh <- s.api.Run(ctx) })
 	var etcdErr <-chan error
 	if s.etcd != nil {
 		etcdErr = s.etcd.Err()
@@ -552,7 +553,8 @@ func (s *Server) startEtcd(ctx context.Context) func() (*clientv3.Client, error)
 			return
 		}
 		var member *etcd.Server
-		if member, err = etcd.Start(ctx, s.etcdConfig()); err != nil {
+		cpulabels.Do(ctx, "etcd", func(ctx context.Context) { member, err = etcd.Start(ctx, s.etcdConfig()) })
+		if err != nil {
 			return
 		}
 		s.etcd, s.etcdCli = member, member.Client()

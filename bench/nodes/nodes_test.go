@@ -12,6 +12,13 @@
 // would set the pace at 50 bindings/s; -scheduler-qps raises it (the
 // default here, 1000, is what a cluster built for this load would set).
 //
+// With -cpuprofile FILE, BenchmarkRunning also takes a CPU profile of
+// the server for -profile-for from just before the Deployments are
+// created, writes it to FILE and logs each component's share of it (the
+// goroutines' cpulabels):
+//
+//	go test ./bench/nodes -run '^$' -bench Running -benchtime 1x -v -args -nodes 200 -pods 6000 -cpuprofile /tmp/cpu.pprof
+//
 // With -peer, every iteration of BenchmarkRunning also runs the same load
 // on the control plane kubeboot replaces: etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler 1.37.2 built from the module
@@ -77,6 +84,7 @@ var (
 	idle         = flag.Duration("idle", time.Minute, "how long BenchmarkIdle watches idle nodes")
 	peer         = flag.Bool("peer", false, "BenchmarkRunning: also run the peer control plane with kwok in every iteration")
 	kubeboot     = flag.Bool("kubeboot", true, "BenchmarkRunning: run kubeboot (-kubeboot=false -peer: the peer alone, right after a kubeboot-only run)")
+	serverArgs   = flag.String("server-args", "", "more flags for kubeboot server, separated by spaces (to try a setting)")
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -89,8 +97,9 @@ type server struct {
 
 func start(b testing.TB, nodes int, args ...string) server {
 	srv := benchserver.Server(b, time.Minute, benchserver.Components{Scheduler: benchserver.ClientLimits(*schedulerQPS)},
-		// A /24 for each of up to 4,096 nodes (the default /16 holds 256).
-		append([]string{fmt.Sprintf("--simulated-nodes=%d", nodes), "--cluster-cidr=10.32.0.0/12"}, args...)...).Start(b)
+		// Node IPAM's range is the default's, or --simulated-node-cidr's
+		// (16,384 nodes) beyond the default's 256, as a user gets it.
+		slices.Concat([]string{fmt.Sprintf("--simulated-nodes=%d", nodes)}, strings.Fields(*serverArgs), args)...).Start(b)
 	b.Cleanup(func() {
 		select {
 		case <-srv.Exited(): // stopped by the benchmark
@@ -107,7 +116,13 @@ func start(b testing.TB, nodes int, args ...string) server {
 	cfg.QPS = -1
 	client := kubernetes.NewForConfigOrDie(cfg)
 	began := time.Now()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+	// The server fails the start itself once its nodes stop coming Ready.
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case <-srv.Exited():
+			return false, fmt.Errorf("the server exited:\n%s", srv.Logs())
+		default:
+		}
 		return strings.Contains(srv.Logs(), "Simulated nodes are ready"), nil
 	}); err != nil {
 		b.Fatalf("simulated nodes not ready: %v", err)
@@ -133,10 +148,23 @@ func BenchmarkRunning(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		if *kubeboot {
-			srv := start(b, *nodes)
+			var args []string
+			var socket string
+			if *cpuProfile != "" {
+				socket = filepath.Join(b.TempDir(), "debug.sock")
+				args = append(args, "--debug-socket-path="+socket)
+			}
+			srv := start(b, *nodes, args...)
+			var prof *serverProfile
+			if socket != "" {
+				prof = profileServer(socket, *profileAfter, *profileFor)
+			}
 			b.StartTimer()
 			ours = append(ours, running(b, "kubeboot", srv.client, []int{srv.PID()}, *nodes, *pods))
 			b.StopTimer()
+			if prof != nil {
+				prof.write(b, *cpuProfile)
+			}
 			benchserver.Stop(b, srv.APIServer, time.Minute)
 		}
 		if *peer {

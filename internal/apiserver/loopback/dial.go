@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+
+	"github.com/kubeboot/kubeboot/internal/platform/cpulabels"
 )
 
 // DialContext connects to the server in-process: it returns one end of an
@@ -25,6 +27,10 @@ func (t *Transport) DialContext(ctx context.Context, _, _ string) (net.Conn, err
 	t.dialMu.Lock()
 	if t.dial == nil {
 		t.dial = newPipeServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Profiled, the work is the API server's, for the component
+			// that dialled (its connection's goroutine is the pipe
+			// server's, labelled as the first dialler).
+			cpulabels.Serving(r.Context(), cpulabels.APIServer)
 			h := t.handler.Load()
 			if h == nil {
 				http.Error(w, ErrNotServing.Error(), http.StatusServiceUnavailable)
@@ -58,7 +64,12 @@ type pipeServer struct {
 }
 
 func newPipeServer(h http.Handler) *pipeServer {
-	s := &pipeServer{server: &http.Server{Handler: h}, conns: make(chan net.Conn), closed: make(chan struct{})}
+	s := &pipeServer{server: &http.Server{Handler: h, ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+		if sc, ok := c.(servedConn); ok && sc.client != "" {
+			return cpulabels.With(ctx, sc.client)
+		}
+		return ctx
+	}}, conns: make(chan net.Conn), closed: make(chan struct{})}
 	go func() { _ = s.server.Serve(pipeListener{s}) }()
 	return s
 }
@@ -68,7 +79,7 @@ func newPipeServer(h http.Handler) *pipeServer {
 func (s *pipeServer) connect(ctx context.Context) (net.Conn, error) {
 	client, server := net.Pipe()
 	select {
-	case s.conns <- localConn{server}:
+	case s.conns <- servedConn{localConn{server}, cpulabels.Of(ctx)}:
 		return localConn{client}, nil
 	case <-s.closed:
 	case <-ctx.Done():
@@ -112,3 +123,10 @@ func (c localConn) LocalAddr() net.Addr  { return loopbackAddr }
 func (c localConn) RemoteAddr() net.Addr { return loopbackAddr }
 
 var loopbackAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+
+// servedConn is the server's end of a connection, with the component
+// that dialled it (cpulabels), for the server's requests' labels.
+type servedConn struct {
+	localConn
+	client string
+}

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/platform/cpulabels"
 )
 
 // ErrNotServing is returned for a request made after the handler is
@@ -130,6 +132,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	w := newResponseWriter(pw, req.Method == http.MethodHead)
 	stopCloseNotify := context.AfterFunc(ctx, w.notifyClose)
 	go func() {
+		// Profiled, the work is the API server's, for the component that
+		// asked (this goroutine inherited its labels).
+		cpulabels.Serving(req.Context(), cpulabels.APIServer)
 		defer func() {
 			// The handler has returned: as with net/http, its request
 			// context ends now.

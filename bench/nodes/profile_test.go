@@ -1,0 +1,105 @@
+package nodes
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/kubeboot/kubeboot/internal/platform/cpulabels"
+)
+
+var (
+	cpuProfile = flag.String("cpuprofile", "",
+		"BenchmarkRunning: write a CPU profile of kubeboot's server, from -profile-after after the Deployments are created, to this file, "+
+			"and log each component's share (cpulabels)")
+	profileFor   = flag.Duration("profile-for", 30*time.Second, "how long -cpuprofile profiles")
+	profileAfter = flag.Duration("profile-after", 0, "how long after the Deployments are created -cpuprofile starts: "+
+		"at large sizes the cost per Pod late in the run is what grows")
+)
+
+// serverProfile is a CPU profile being taken of a server through its
+// --debug-socket-path.
+type serverProfile struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+// profileServer starts taking a CPU profile of d, after waiting for after,
+// from the server listening on the debug socket at socket.
+func profileServer(socket string, after, d time.Duration) *serverProfile {
+	p := &serverProfile{done: make(chan struct{})}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}}
+	go func() {
+		defer close(p.done)
+		time.Sleep(after)
+		resp, err := client.Get(fmt.Sprintf("http://server/debug/pprof/profile?seconds=%d", int(d.Seconds())))
+		if err != nil {
+			p.err = err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			p.err = fmt.Errorf("profile: %s", resp.Status)
+			return
+		}
+		p.data, p.err = io.ReadAll(resp.Body)
+	}()
+	return p
+}
+
+// write waits for the profile, writes it to path and logs the share of
+// its CPU each component (label cpulabels.Component) took, the API
+// server's split by the component it served.
+func (p *serverProfile) write(tb testing.TB, path string) {
+	<-p.done
+	if p.err != nil {
+		tb.Fatalf("CPU profile: %v", p.err)
+	}
+	if err := os.WriteFile(path, p.data, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	prof, err := profile.ParseData(p.data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The CPU samples' value is their time (cpu/nanoseconds).
+	cpu := slices.IndexFunc(prof.SampleType, func(st *profile.ValueType) bool { return st.Type == "cpu" })
+	if cpu < 0 {
+		tb.Fatalf("CPU profile %s has no cpu samples", path)
+	}
+	var total int64
+	shares := map[string]int64{}
+	for _, s := range prof.Sample {
+		name := "(unlabelled: construction, the runtime)"
+		if c := s.Label[cpulabels.Component]; len(c) > 0 {
+			name = c[0]
+			if client := s.Label[cpulabels.Client]; len(client) > 0 {
+				name += " for " + client[0]
+			}
+		}
+		shares[name] += s.Value[cpu]
+		total += s.Value[cpu]
+	}
+	names := slices.SortedFunc(maps.Keys(shares), func(a, b string) int { return cmp.Compare(shares[b], shares[a]) })
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "\n  %5.1f%%  %6.1f s  %s", 100*float64(shares[n])/float64(total), time.Duration(shares[n]).Seconds(), n)
+	}
+	tb.Logf("CPU profile %s: %.1f s of CPU in %s, by component:%s", path, time.Duration(total).Seconds(),
+		time.Duration(prof.DurationNanos).Round(time.Second), b.String())
+}
