@@ -70,3 +70,23 @@ func TestLimitStartupMemoryLifts(t *testing.T) {
 		t.Errorf("memory limit %d once started, want none (%d)", got, int64(math.MaxInt64))
 	}
 }
+
+// TestAtDefaultTarget: under load, the start-up memory limit ends once
+// the live heap is large enough that the busy target is Go's default (the
+// limit would undercut it), and not before.
+func TestAtDefaultTarget(t *testing.T) {
+	for _, tc := range []struct {
+		live uint64
+		want bool
+	}{
+		{30 << 20, false},             // a fresh server: components still starting
+		{busyHeadroom / 2, false},     // headroom still above the default
+		{busyHeadroom - 8<<20, false}, // just below the floor (101%)
+		{busyHeadroom, true},          // the busy target at Go's default
+		{2 << 30, true},               // thousands of simulated nodes, never idle
+	} {
+		if got := atDefaultTarget(tc.live); got != tc.want {
+			t.Errorf("atDefaultTarget(%d MiB) = %v, want %v", tc.live>>20, got, tc.want)
+		}
+	}
+}

@@ -191,10 +191,13 @@ func TestBadServerFlags(t *testing.T) {
 		{"simulated node CIDR an address", []string{"--simulated-node-cidr=10.128.0.0"}, "--simulated-node-cidr"},
 		{"simulated node CIDR IPv6", []string{"--simulated-node-cidr=fd00::/48"}, "--simulated-node-cidr"},
 		{"simulated node CIDR smaller than a /24", []string{"--simulated-node-cidr=10.128.0.0/25"}, "--simulated-node-cidr"},
-		{"simulated node CIDR too small for the count", []string{"--simulated-nodes=3", "--simulated-node-cidr=10.128.0.0/23"}, "--simulated-node-cidr"},
-		// The default, 10.128.0.0/12, holds 4096 /24s.
-		{"default simulated node CIDR too small for the count", []string{"--allocate-node-cidrs=false", "--flannel-backend=none", "--simulated-nodes=4097"}, "--simulated-node-cidr"},
-		{"default cluster CIDR too small for the simulated nodes", []string{"--simulated-nodes=257"}, "--cluster-cidr"},
+		{"simulated node CIDR too small for the count", []string{"--allocate-node-cidrs=false", "--flannel-backend=none", "--simulated-nodes=3", "--simulated-node-cidr=10.128.0.0/23"}, "--simulated-node-cidr"},
+		// The default, 10.128.0.0/10, holds 16384 /24s.
+		{"default simulated node CIDR too small for the count", []string{"--allocate-node-cidrs=false", "--flannel-backend=none", "--simulated-nodes=16385"}, "--simulated-node-cidr"},
+		{"cluster CIDR too small for the simulated nodes", []string{"--cluster-cidr=10.42.0.0/16", "--simulated-nodes=257"}, "--cluster-cidr"},
+		// Without --cluster-cidr, node IPAM takes --simulated-node-cidr's
+		// range when its default is too small.
+		{"simulated node CIDR too small for the count with node IPAM", []string{"--simulated-nodes=16385"}, "--simulated-node-cidr"},
 		// The pod network.
 		{"unknown flannel backend", []string{"--flannel-backend=wireguard"}, "--flannel-backend"},
 		{"pod network without node CIDRs", []string{"--allocate-node-cidrs=false"}, "--allocate-node-cidrs"},

@@ -202,8 +202,11 @@ func (o *Server) Validate() error {
 	if err := o.ControllerManager.ComponentGlobalsRegistry.Set(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, o.SimulatedNodes.Validate()...)
-	errs = append(errs, o.validateNodeCIDRs())
+	o.defaultClusterCIDR()
+	ipam, err := o.nodeIPAM()
+	errs = append(errs, err)
+	errs = append(errs, o.SimulatedNodes.Validate(ipam)...)
+	errs = append(errs, o.validateNodeCIDRs(ipam))
 	if o.ControlPlane.PodNetwork.Enabled() && !o.allocatesNodeCIDRs() {
 		errs = append(errs, fmt.Errorf("--flannel-backend %s needs --allocate-node-cidrs: flannel routes each node's pod CIDR (or --flannel-backend=none)",
 			o.ControlPlane.PodNetwork.Backend))
@@ -212,22 +215,51 @@ func (o *Server) Validate() error {
 	return errors.Join(errs...)
 }
 
+// defaultClusterCIDR widens node IPAM's range, when --cluster-cidr is
+// not given, to --simulated-node-cidr's if the default cannot hold a
+// node CIDR for each simulated node: `server --simulated-nodes=5000`
+// works as it is, while every server the default holds keeps it (a
+// range changed under existing nodes stops kube-controller-manager's
+// node IPAM). A --simulated-node-cidr that is no CIDR is left to its
+// own check.
+func (o *Server) defaultClusterCIDR() {
+	if _, err := netip.ParsePrefix(o.SimulatedNodes.PodCIDR); err != nil || o.SimulatedNodes.Count == 0 || o.clusterCIDRGiven() {
+		return
+	}
+	if ipam, err := o.nodeIPAM(); err == nil && ipam != nil && ipam.Holds(o.SimulatedNodes.Count) != nil {
+		o.ControllerManager.KubeCloudShared.ClusterCIDR = o.SimulatedNodes.PodCIDR
+	}
+}
+
+// clusterCIDRFromSimulated reports whether node IPAM's range is
+// --simulated-node-cidr's (defaultClusterCIDR).
+func (o *Server) clusterCIDRFromSimulated() bool {
+	return !o.clusterCIDRGiven() && o.ControllerManager.KubeCloudShared.ClusterCIDR == o.SimulatedNodes.PodCIDR
+}
+
+// clusterCIDRGiven reports whether --cluster-cidr was set, on the command
+// line or through --controller-manager-arg.
+func (o *Server) clusterCIDRGiven() bool {
+	const name = "cluster-cidr"
+	return (o.flags != nil && o.flags.Changed(name)) || o.controllerManagerFlags.Changed(name)
+}
+
 // validateNodeCIDRs checks that, when kube-controller-manager allocates
-// the nodes' pod CIDRs, each range of --cluster-cidr holds one for each
-// simulated node.
-func (o *Server) validateNodeCIDRs() error {
-	ipam, err := o.nodeIPAM()
-	if ipam == nil || err != nil || o.SimulatedNodes.Count == 0 {
-		return err
+// the nodes' pod CIDRs, each of its ranges holds one for each simulated
+// node; the error names the flag the range came from.
+func (o *Server) validateNodeCIDRs(ipam *simulatednodes.NodeIPAM) error {
+	if ipam == nil || o.SimulatedNodes.Count == 0 {
+		return nil
 	}
-	for i, cidr := range ipam.ClusterCIDRs {
-		mask := ipam.MaskSizes[i]
-		if bits := mask - cidr.Bits(); bits < 0 || (bits < 31 && o.SimulatedNodes.Count > 1<<bits) {
-			return fmt.Errorf("--cluster-cidr %s holds %d node CIDRs of /%d, not one for each of --simulated-nodes=%d: give a larger range, or --allocate-node-cidrs=false for --simulated-node-cidr's",
-				cidr, 1<<max(bits, 0), mask, o.SimulatedNodes.Count)
-		}
+	err := ipam.Holds(o.SimulatedNodes.Count)
+	switch {
+	case err == nil:
+		return nil
+	case o.clusterCIDRFromSimulated():
+		return fmt.Errorf("--simulated-node-cidr (node IPAM's range, --cluster-cidr not given): %w: give a larger range", err)
+	default:
+		return fmt.Errorf("--cluster-cidr: %w: give a larger range, or --allocate-node-cidrs=false for --simulated-node-cidr's", err)
 	}
-	return nil
 }
 
 // nodeIPAM is kube-controller-manager's node IPAM as the simulated nodes
@@ -292,7 +324,12 @@ func (o *Server) Config() controlplane.Config {
 	// kubeletclient approves a node's first client certificate, for the
 	// node its bootstrap token names, and kubeletserving the serving
 	// certificates, for each node's own addresses.
-	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager), kubescheduler.New(o.Scheduler), kubeletserving.New())
+	// Simulated nodes carry no zone label: on them upstream's default
+	// spreading by zone changes no score, at a cost per Pod that grows with
+	// the cluster, so the scheduler spreads by hostname alone
+	// (kubescheduler.HostnameSpreading; --scheduler-config overrides it).
+	hostnameSpreading := o.SimulatedNodes.Count > 0
+	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager), kubescheduler.New(o.Scheduler, hostnameSpreading), kubeletserving.New())
 	if o.ControlPlane.Authentication.BootstrapToken.Enable {
 		// Agents join: the server reaches their Pods and kubelets through
 		// the tunnels they open.

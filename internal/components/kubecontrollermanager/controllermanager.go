@@ -190,7 +190,7 @@ func Run(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, clie
 	}
 	health, mux, err := serve(ctx, c, watchdog)
 	if err != nil {
-		return fmt.Errorf("kube-controller-manager: %w", err)
+		return err
 	}
 	if !le.LeaderElect {
 		return runControllers(ctx, c, sharedObjects, health, mux)
@@ -264,23 +264,23 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig, sharedObj
 	}
 	cctx, factories, err := newControllerContext(ctx, c, root, builder, sharedObjects)
 	if err != nil {
-		return fmt.Errorf("kube-controller-manager: %w", err)
+		return err
 	}
 	defer factories.release()
 	tokens, err := newTokensController(ctx, cctx, root)
 	if err != nil {
-		return fmt.Errorf("kube-controller-manager: %w", err)
+		return err
 	}
 	policyStatus, err := newPolicyStatusController(cctx)
 	if err != nil {
-		return fmt.Errorf("kube-controller-manager: %w", err)
+		return err
 	}
 	descriptors := cmapp.NewControllerDescriptors()
 	delete(descriptors, names.ServiceAccountTokenController)             // tokens
 	delete(descriptors, names.ValidatingAdmissionPolicyStatusController) // policyStatus
 	controllers, err := cmapp.BuildControllers(ctx, cctx, descriptors, mux, health)
 	if err != nil {
-		return fmt.Errorf("kube-controller-manager: %w", err)
+		return err
 	}
 	for _, own := range []cmapp.Controller{policyStatus, tokens} {
 		if own != nil {
@@ -332,7 +332,7 @@ func config(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, c
 	o.Metrics = componentmetrics.OrNil(o.Metrics)
 	c, err := o.Config(ctx, cmapp.KnownControllers(), cmapp.ControllersDisabledByDefault(), cmapp.ControllerAliases())
 	if err != nil {
-		return nil, fmt.Errorf("kube-controller-manager: %w", err)
+		return nil, err
 	}
 	kubeconfig := loopback.WithClientSettings(client, c.Kubeconfig)
 	c.Kubeconfig = kubeconfig

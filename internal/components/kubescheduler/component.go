@@ -14,11 +14,18 @@ type Component struct {
 	// opts are the options it was made with; completed, a copy with what
 	// the control plane gives defaulted.
 	opts, completed *schedoptions.Options
+	// hostnameSpreading: see New.
+	hostnameSpreading bool
 }
 
 // New returns kube-scheduler with opts (NewOptions, then its flags) as a
-// component: it acts as User, talking to the server in-process.
-func New(opts *schedoptions.Options) *Component { return &Component{opts: opts} }
+// component: it acts as User, talking to the server in-process. With
+// hostnameSpreading, for nodes that carry no zone label, its default
+// configuration (without --config) spreads Pods by hostname alone
+// (HostnameSpreading).
+func New(opts *schedoptions.Options, hostnameSpreading bool) *Component {
+	return &Component{opts: opts, hostnameSpreading: hostnameSpreading}
+}
 
 // Name implements controlplane.Component.
 func (c *Component) Name() string { return "kube-scheduler" }
@@ -31,7 +38,7 @@ func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error
 	if o.SecureServing.BindPort != 0 {
 		o.Authentication, o.Authorization = s.DelegateToServer("scheduler", User, o.Authentication, o.Authorization)
 	}
-	if err := Validate(&o); err != nil {
+	if err := Validate(&o, c.hostnameSpreading); err != nil {
 		return controlplane.Needs{}, err
 	}
 	c.completed = &o
@@ -49,5 +56,5 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	return Run(ctx, c.completed, client, s.SharedObjects())
+	return Run(ctx, c.completed, c.hostnameSpreading, client, s.SharedObjects())
 }

@@ -24,7 +24,7 @@ func TestRetryPeriod(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		o, err := withDefaults(opts)
+		o, err := withDefaults(opts, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,9 +69,10 @@ func NewOptions() *schedoptions.Options {
 	return o
 }
 
-// Validate checks opts as the kube-scheduler binary does.
-func Validate(opts *schedoptions.Options) error {
-	o, err := withDefaults(opts)
+// Validate checks opts as the kube-scheduler binary does, over the
+// defaults Run starts from (with hostnameSpreading, HostnameSpreading).
+func Validate(opts *schedoptions.Options, hostnameSpreading bool) error {
+	o, err := withDefaults(opts, hostnameSpreading)
 	if err != nil {
 		return err
 	}
@@ -79,14 +80,20 @@ func Validate(opts *schedoptions.Options) error {
 }
 
 // withDefaults is a copy of opts whose component configuration is the
-// defaults, as upstream's Setup starts (but kubeboot's retry period): the
-// flags and --config apply over them when the configuration is built.
-func withDefaults(opts *schedoptions.Options) (*schedoptions.Options, error) {
+// defaults, as upstream's Setup starts (but kubeboot's retry period, and
+// with hostnameSpreading, HostnameSpreading): the flags and --config
+// apply over them when the configuration is built.
+func withDefaults(opts *schedoptions.Options, hostnameSpreading bool) (*schedoptions.Options, error) {
 	defaults, err := latest.Default()
 	if err != nil {
 		return nil, err
 	}
 	defaults.LeaderElection.RetryPeriod.Duration = election.DefaultRetryPeriod
+	if hostnameSpreading {
+		for i := range defaults.Profiles {
+			spreadByHostname(&defaults.Profiles[i])
+		}
+	}
 	o := *opts
 	o.ComponentConfig = defaults
 	return &o, nil
@@ -95,13 +102,15 @@ func withDefaults(opts *schedoptions.Options) (*schedoptions.Options, error) {
 // Run runs kube-scheduler with opts until ctx is done, its clients built
 // from client (which authenticates as User). Its informers hold the Pods
 // and Nodes they share with the process's other components through
-// sharedObjects (nil: none shared). It returns nil once ctx is done and scheduling has
-// stopped, or the error that kept it from starting.
-func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config, sharedObjects *sharedobjects.Pool) error {
+// sharedObjects (nil: none shared). With hostnameSpreading, its default
+// configuration spreads by hostname alone (HostnameSpreading). It returns
+// nil once ctx is done and scheduling has stopped, or the error that kept
+// it from starting.
+func Run(ctx context.Context, opts *schedoptions.Options, hostnameSpreading bool, client *rest.Config, sharedObjects *sharedobjects.Pool) error {
 	logger := klog.FromContext(ctx).WithName("kube-scheduler")
 	ctx = klog.NewContext(ctx, logger)
 	for {
-		cc, sched, electionConfig, err := setup(ctx, opts, client, sharedObjects)
+		cc, sched, electionConfig, err := setup(ctx, opts, hostnameSpreading, client, sharedObjects)
 		if err != nil {
 			return err
 		}
@@ -134,9 +143,9 @@ func Run(ctx context.Context, opts *schedoptions.Options, client *rest.Config, s
 // setup is upstream's Setup on clients built from client: the completed
 // configuration without leader election, the scheduler, and the leader
 // election configuration (nil without --leader-elect).
-func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config, sharedObjects *sharedobjects.Pool) (*schedconfig.CompletedConfig, *scheduler.Scheduler,
-	*election.Config, error) {
-	o, err := withDefaults(opts)
+func setup(ctx context.Context, opts *schedoptions.Options, hostnameSpreading bool, client *rest.Config, sharedObjects *sharedobjects.Pool) (
+	*schedconfig.CompletedConfig, *scheduler.Scheduler, *election.Config, error) {
+	o, err := withDefaults(opts, hostnameSpreading)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -146,11 +155,11 @@ func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config,
 	o.Master = client.Host
 	o.Metrics = componentmetrics.OrNil(o.Metrics)
 	if err := utilerrors.NewAggregate(o.Validate()); err != nil {
-		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+		return nil, nil, nil, err
 	}
 	c, err := o.Config(ctx)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+		return nil, nil, nil, err
 	}
 	kubeconfig := loopback.WithClientSettings(client, c.KubeConfig)
 	c.KubeConfig = kubeconfig
@@ -168,10 +177,10 @@ func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config,
 	// and Nodes. The pod informer's watch leaves out finished Pods (a
 	// field selector): it takes shared copies but adds none.
 	if err := c.InformerFactory.Core().V1().Pods().Informer().SetTransform(sharedObjects.TransformSelected); err != nil {
-		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+		return nil, nil, nil, err
 	}
 	if err := c.InformerFactory.Core().V1().Nodes().Informer().SetTransform(sharedObjects.Transform); err != nil {
-		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+		return nil, nil, nil, err
 	}
 	dynClient, err := dynamic.NewForConfig(kubeconfig)
 	if err != nil {
@@ -215,7 +224,7 @@ func setup(ctx context.Context, opts *schedoptions.Options, client *rest.Config,
 		scheduler.WithParallelism(cc.ComponentConfig.Parallelism),
 	)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("kube-scheduler: %w", err)
+		return nil, nil, nil, err
 	}
 	return &cc, sched, electionConfig, nil
 }

@@ -30,7 +30,7 @@ func (c *Component) Name() string { return "simulated nodes" }
 
 // Complete implements controlplane.Component.
 func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error) {
-	if err := errors.Join(c.opts.Validate()...); err != nil {
+	if err := errors.Join(c.opts.Validate(c.ipam)...); err != nil {
 		return controlplane.Needs{}, err
 	}
 	c.progress = s.Progress

@@ -19,7 +19,9 @@ type Options struct {
 	Count int
 	// PodCIDR is the range a node's pod CIDR (a /24 each, in name order)
 	// comes from (--simulated-node-cidr), when kube-controller-manager does
-	// not allocate pod CIDRs (NodeIPAM): its Pods' IPs are from it.
+	// not allocate pod CIDRs (NodeIPAM): its Pods' IPs are from it. With
+	// node IPAM, the server makes it IPAM's range when --cluster-cidr's
+	// default is too small for Count.
 	PodCIDR string
 	// LeaseDuration is the nodes' lease duration, renewed every quarter of
 	// it, as the kubelet's (--simulated-node-lease-duration).
@@ -32,7 +34,7 @@ type Options struct {
 
 // Defaults.
 const (
-	DefaultPodCIDR = "10.128.0.0/12"
+	DefaultPodCIDR = "10.128.0.0/10"
 	// DefaultLeaseDuration is the kubelet's --node-lease-duration-seconds.
 	DefaultLeaseDuration = 40 * time.Second
 	// nodeMaskSize is the prefix length of a node's pod CIDR, as
@@ -49,18 +51,24 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Count, "simulated-nodes", o.Count, "How many simulated nodes to run in the process (kwok's controllers): Ready nodes with capacity, "+
 		"kept alive through node leases, whose Pods run, become Ready and finish as on a kubelet, without containers.")
-	fs.StringVar(&o.PodCIDR, "simulated-node-cidr", o.PodCIDR, "The range the simulated nodes' pod CIDRs (a /24 each) come from, unless --allocate-node-cidrs allocates them.")
+	fs.StringVar(&o.PodCIDR, "simulated-node-cidr", o.PodCIDR, "The range the simulated nodes' pod CIDRs (a /24 each) come from with --allocate-node-cidrs=false; with node IPAM, its range when --cluster-cidr is not given and its default holds fewer node CIDRs than --simulated-nodes.")
 	fs.DurationVar(&o.LeaseDuration, "simulated-node-lease-duration", o.LeaseDuration, "The simulated nodes' lease duration; they renew their leases every quarter of it, as the kubelet.")
 	fs.DurationVar(&o.PodStartupDelay, "simulated-pod-startup-delay", o.PodStartupDelay, "How long a Pod bound to a simulated node stays Pending before its containers run and it is Ready.")
 }
 
-// Validate checks the values; each error names its flag.
-func (o *Options) Validate() []error {
+// Validate checks the values; each error names its flag. With ipam (see
+// Run) the nodes' pod CIDRs come from kube-controller-manager's ranges,
+// which the caller checks against Count, so only --simulated-node-cidr's
+// form is checked.
+func (o *Options) Validate(ipam *NodeIPAM) []error {
 	var errs []error
 	if o.Count < 0 {
 		errs = append(errs, fmt.Errorf("--simulated-nodes %d must not be negative", o.Count))
 	}
-	if _, err := o.podCIDRs(); err != nil {
+	if _, err := o.podCIDRs(ipam == nil); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.validateMemory(); err != nil {
 		errs = append(errs, err)
 	}
 	if o.LeaseDuration < time.Second || o.LeaseDuration%time.Second != 0 {
@@ -72,14 +80,14 @@ func (o *Options) Validate() []error {
 	return errs
 }
 
-// podCIDRs returns the first address of PodCIDR and how many node CIDRs
-// it holds, checked against Count.
-func (o *Options) podCIDRs() (netip.Prefix, error) {
+// podCIDRs returns PodCIDR, masked, checked to hold a node CIDR for each of
+// Count nodes when counted.
+func (o *Options) podCIDRs(counted bool) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(o.PodCIDR)
 	if err != nil || !p.Addr().Is4() || p.Bits() > nodeMaskSize {
 		return netip.Prefix{}, fmt.Errorf("--simulated-node-cidr %q must be an IPv4 CIDR of /%d or larger", o.PodCIDR, nodeMaskSize)
 	}
-	if n := nodeMaskSize - p.Bits(); n < bits.UintSize-1 && o.Count > 1<<n {
+	if n := nodeMaskSize - p.Bits(); counted && n < bits.UintSize-1 && o.Count > 1<<n {
 		return netip.Prefix{}, fmt.Errorf("--simulated-node-cidr %s holds %d node CIDRs of /%d, fewer than --simulated-nodes %d", p, 1<<n, nodeMaskSize, o.Count)
 	}
 	return p.Masked(), nil
@@ -100,6 +108,18 @@ type NodeIPAM struct {
 	MaskSizes    []int
 }
 
+// Holds checks that each range holds a node CIDR for each of count nodes;
+// the error names the range that does not.
+func (ipam *NodeIPAM) Holds(count int) error {
+	for i, cidr := range ipam.ClusterCIDRs {
+		mask := ipam.MaskSizes[i]
+		if bits := mask - cidr.Bits(); bits < 0 || (bits < 31 && count > 1<<bits) {
+			return fmt.Errorf("%s holds %d node CIDRs of /%d, not one for each of --simulated-nodes=%d", cidr, 1<<max(bits, 0), mask, count)
+		}
+	}
+	return nil
+}
+
 // cidrPlan gives node i its pod CIDRs: the i-th from the start of each
 // range, or with fromEnd from the end.
 type cidrPlan struct {
@@ -114,7 +134,7 @@ func (o *Options) plan(ipam *NodeIPAM) (cidrPlan, error) {
 	if ipam != nil {
 		return cidrPlan{ranges: ipam.ClusterCIDRs, sizes: ipam.MaskSizes, fromEnd: true}, nil
 	}
-	p, err := o.podCIDRs()
+	p, err := o.podCIDRs(true)
 	if err != nil {
 		return cidrPlan{}, err
 	}

@@ -2,6 +2,7 @@ package simulatednodes
 
 import (
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -9,28 +10,35 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	ipam := &NodeIPAM{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, MaskSizes: []int{24}}
 	tests := []struct {
 		name string
 		set  func(*Options)
+		ipam *NodeIPAM
 		flag string // the error must name it; empty: valid
 	}{
-		{"defaults", func(*Options) {}, ""},
-		{"4096 nodes fill the default range", func(o *Options) { o.Count = 4096 }, ""},
-		{"4097 nodes do not", func(o *Options) { o.Count = 4097 }, "--simulated-node-cidr"},
-		{"negative count", func(o *Options) { o.Count = -1 }, "--simulated-nodes"},
-		{"CIDR not a CIDR", func(o *Options) { o.PodCIDR = "10.0.0.0" }, "--simulated-node-cidr"},
-		{"CIDR smaller than a node's", func(o *Options) { o.PodCIDR = "10.0.0.0/25" }, "--simulated-node-cidr"},
-		{"IPv6 CIDR", func(o *Options) { o.PodCIDR = "fd00::/48" }, "--simulated-node-cidr"},
-		{"one /24 for two nodes", func(o *Options) { o.PodCIDR, o.Count = "10.0.0.0/24", 2 }, "--simulated-node-cidr"},
-		{"lease under a second", func(o *Options) { o.LeaseDuration = 500 * time.Millisecond }, "--simulated-node-lease-duration"},
-		{"lease not whole seconds", func(o *Options) { o.LeaseDuration = 1500 * time.Millisecond }, "--simulated-node-lease-duration"},
-		{"negative startup delay", func(o *Options) { o.PodStartupDelay = -time.Second }, "--simulated-pod-startup-delay"},
+		{"defaults", func(*Options) {}, nil, ""},
+		{"16384 nodes fill the default range", func(o *Options) { o.Count = 16384 }, nil, ""},
+		{"16385 nodes do not", func(o *Options) { o.Count = 16385 }, nil, "--simulated-node-cidr"},
+		{"negative count", func(o *Options) { o.Count = -1 }, nil, "--simulated-nodes"},
+		{"CIDR not a CIDR", func(o *Options) { o.PodCIDR = "10.0.0.0" }, nil, "--simulated-node-cidr"},
+		{"CIDR smaller than a node's", func(o *Options) { o.PodCIDR = "10.0.0.0/25" }, nil, "--simulated-node-cidr"},
+		{"IPv6 CIDR", func(o *Options) { o.PodCIDR = "fd00::/48" }, nil, "--simulated-node-cidr"},
+		{"one /24 for two nodes", func(o *Options) { o.PodCIDR, o.Count = "10.0.0.0/24", 2 }, nil, "--simulated-node-cidr"},
+		{"lease under a second", func(o *Options) { o.LeaseDuration = 500 * time.Millisecond }, nil, "--simulated-node-lease-duration"},
+		{"lease not whole seconds", func(o *Options) { o.LeaseDuration = 1500 * time.Millisecond }, nil, "--simulated-node-lease-duration"},
+		{"negative startup delay", func(o *Options) { o.PodStartupDelay = -time.Second }, nil, "--simulated-pod-startup-delay"},
+		{"with node IPAM, more nodes than the default range holds", func(o *Options) { o.Count = 20000 }, ipam, ""},
+		{"with node IPAM, CIDR still not a CIDR", func(o *Options) { o.PodCIDR = "10.0.0.0" }, ipam, "--simulated-node-cidr"},
 	}
+	// As much memory as the counts need: TestValidateMemory checks that.
+	defer func(f func() uint64) { machineMemory = f }(machineMemory)
+	machineMemory = func() uint64 { return 1 << 40 }
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := NewOptions()
 			tt.set(o)
-			errs := o.Validate()
+			errs := o.Validate(tt.ipam)
 			if tt.flag == "" {
 				if len(errs) > 0 {
 					t.Fatalf("Validate() = %v, want no error", errs)
@@ -103,5 +111,44 @@ func TestNodeIPAMCIDRs(t *testing.T) {
 				t.Errorf("node %d: pod CIDRs %s %v, want %v", tt.i, node.Spec.PodCIDR, node.Spec.PodCIDRs, tt.want)
 			}
 		})
+	}
+}
+
+func TestValidateMemory(t *testing.T) {
+	defer func(f func() uint64) { machineMemory = f }(machineMemory)
+	for _, tt := range []struct {
+		name   string
+		memory uint64
+		count  int
+		want   string // in the error; empty: valid
+	}{
+		{"5,000 nodes on 24 GiB", 24 << 30, 5000, ""},
+		{"as many as 24 GiB holds", 24 << 30, 49152, ""},
+		{"one more", 24 << 30, 49153, "at most 49152"},
+		{"on 1 GiB", 1 << 30, 4096, "--simulated-nodes 4096 would take about 2.0 GiB"},
+		{"memory unknown", 0, 1 << 20, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			machineMemory = func() uint64 { return tt.memory }
+			o := NewOptions()
+			o.Count = tt.count
+			err := o.validateMemory()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("validateMemory() = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("validateMemory() = %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMachineMemory(t *testing.T) {
+	if _, err := os.Stat("/proc/meminfo"); err != nil {
+		t.Skip("no /proc/meminfo")
+	}
+	// Any machine that runs the tests has more than 256 MiB.
+	if m := machineMemory(); m < 256<<20 {
+		t.Errorf("machineMemory() = %d, want this machine's MemTotal", m)
 	}
 }

@@ -32,6 +32,22 @@ func TestStages(t *testing.T) {
 	if strings.Contains(templates["node-initialize"], kwokKubeProxyVersion) {
 		t.Errorf("stage node-initialize still reports kwok's version as kube-proxy's")
 	}
+	var heartbeat *internalversion.Stage
+	for _, list := range byRef {
+		for _, s := range list {
+			if s.Name == "node-heartbeat-with-lease" {
+				heartbeat = s
+			}
+		}
+	}
+	if heartbeat == nil || heartbeat.Spec.Delay == nil || heartbeat.Spec.Delay.DurationMilliseconds == nil || heartbeat.Spec.Delay.JitterDurationMilliseconds == nil {
+		t.Fatalf("no node-heartbeat-with-lease stage with a delay: %+v", heartbeat)
+	}
+	// The kubelet's --node-status-report-frequency, 5m, within its
+	// --node-status-update-frequency, 10s.
+	if d, j := *heartbeat.Spec.Delay.DurationMilliseconds, *heartbeat.Spec.Delay.JitterDurationMilliseconds; d != 300_000 || j != 310_000 {
+		t.Errorf("node status every %d to %d ms, want the kubelet's 300000 to 310000", d, j)
+	}
 }
 
 func TestEditStatus(t *testing.T) {

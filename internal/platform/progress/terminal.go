@@ -12,8 +12,8 @@ import (
 // Terminal shows the steps in progress on the last line of a terminal.
 // It is also the terminal's writer: a line written through it appears
 // above the progress line, which is drawn again below it. A step appears
-// only once it has lasted ShowAfter, and its line goes when it ends, so
-// a quick start shows none.
+// only once it has lasted ShowAfter, so a quick start shows none; when
+// it completes, its progress gives way to a line saying how long it took.
 type Terminal struct {
 	mu    sync.Mutex
 	out   io.Writer
@@ -74,7 +74,15 @@ func (t *Terminal) Report(u Update) {
 		if i < 0 {
 			return
 		}
+		started := t.steps[i].started
 		t.steps = append(t.steps[:i], t.steps[i+1:]...)
+		// A step that was shown and completed leaves one line saying
+		// how long it took ("simulated nodes Ready 5000/5000 in 41.2s");
+		// one that ended otherwise (failed, or of unknown length) goes.
+		if took := now.Sub(started); took >= ShowAfter && !u.End && !t.partial {
+			t.erase()
+			_, _ = fmt.Fprintf(t.out, "%s in %s\n", u, took.Round(100*time.Millisecond))
+		}
 	case i < 0:
 		t.steps = append(t.steps, &step{Update: u, started: now})
 		return

@@ -61,11 +61,12 @@ func TestTerminalShowsLastingStepUntilItEnds(t *testing.T) {
 	if got, want := out.String(), eraseLine+"E1126 an error\nsimulated nodes Ready 30/100"; got != want {
 		t.Errorf("writing a line gives %q, want %q", got, want)
 	}
-	// The end erases the line and leaves nothing.
+	// The end replaces the progress with how long the step took.
 	out.Reset()
+	c.advance(1234 * time.Millisecond)
 	term.Report(Update{Step: "simulated nodes Ready", Done: 100, Total: 100})
-	if got := out.String(); got != eraseLine {
-		t.Errorf("the end writes %q, want only %q", got, eraseLine)
+	if got, want := out.String(), eraseLine+"simulated nodes Ready 100/100 in 1.7s\n"; got != want {
+		t.Errorf("the end writes %q, want %q", got, want)
 	}
 	out.Reset()
 	if _, err := term.Write([]byte("ready\n")); err != nil {
@@ -148,5 +149,18 @@ func TestFuncReportNil(t *testing.T) {
 	f.Report(Update{Step: "x", Done: 1})
 	if len(got) != 1 || got[0].Done != 1 {
 		t.Errorf("Report handed %v", got)
+	}
+}
+
+func TestTerminalStepEndedOtherwiseLeavesNothing(t *testing.T) {
+	term, out, c := newTestTerminal(80)
+	term.Report(Update{Step: "snapshot restored", Total: 100, Unit: Bytes})
+	c.advance(ShowAfter)
+	term.Report(Update{Step: "snapshot restored", Done: 10, Total: 100, Unit: Bytes})
+	out.Reset()
+	// Failed part-way.
+	term.Report(Update{Step: "snapshot restored", Done: 10, Total: 100, Unit: Bytes, End: true})
+	if got := out.String(); got != eraseLine {
+		t.Errorf("a step that failed writes %q, want only %q", got, eraseLine)
 	}
 }
