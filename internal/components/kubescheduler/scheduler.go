@@ -61,6 +61,19 @@ const configzName = "componentconfig"
 // scheduling stopped on a lost lease.
 const relaunchDelay = time.Second
 
+// In-process client limits (--kube-api-qps, --kube-api-burst; upstream's
+// 50 and 100). The scheduler binds each Pod with one request, so
+// upstream's limit caps scheduling at 50 Pods a second however fast the
+// scheduler decides, a cap meant for a remote scheduler; in one process the
+// apiserver's priority and fairness, which the loopback requests pass
+// through, keeps the scheduler from flooding it (as for
+// kube-controller-manager's in-process limits). These are what
+// bench/nodes gives both control planes.
+const (
+	InProcessQPS   = 1000
+	InProcessBurst = 2000
+)
+
 // NewOptions returns kube-scheduler's options with the defaults of running
 // inside kubeboot: no port of its own (--secure-port 0).
 func NewOptions() *schedoptions.Options {
@@ -80,8 +93,8 @@ func Validate(opts *schedoptions.Options, hostnameSpreading bool) error {
 }
 
 // withDefaults is a copy of opts whose component configuration is the
-// defaults, as upstream's Setup starts (but kubeboot's retry period, and
-// with hostnameSpreading, HostnameSpreading): the flags and --config
+// defaults, as upstream's Setup starts (but kubeboot's retry period and
+// client limits, and with hostnameSpreading, HostnameSpreading): the flags and --config
 // apply over them when the configuration is built.
 func withDefaults(opts *schedoptions.Options, hostnameSpreading bool) (*schedoptions.Options, error) {
 	defaults, err := latest.Default()
@@ -89,6 +102,7 @@ func withDefaults(opts *schedoptions.Options, hostnameSpreading bool) (*schedopt
 		return nil, err
 	}
 	defaults.LeaderElection.RetryPeriod.Duration = election.DefaultRetryPeriod
+	defaults.ClientConnection.QPS, defaults.ClientConnection.Burst = InProcessQPS, InProcessBurst
 	if hostnameSpreading {
 		for i := range defaults.Profiles {
 			spreadByHostname(&defaults.Profiles[i])
