@@ -8,14 +8,15 @@
 //
 // BenchmarkRunning creates -pods/-replicas Deployments of -replicas on
 // -nodes nodes and waits, through an informer, until every Pod is Running
-// and Ready. The scheduler's client limit (--kube-api-qps 50, burst 100)
-// would set the pace at 50 bindings/s; -scheduler-qps raises it (the
-// default here, 1000, is what a cluster built for this load would set).
+// and Ready. Upstream's scheduler client limit (--kube-api-qps 50, burst
+// 100) would set the peer's pace at 50 bindings/s; -scheduler-qps sets
+// both control planes' (the default here, 1000, is kubeboot's in-process
+// default, what a cluster built for this load would set).
 //
-// With -cpuprofile FILE, BenchmarkRunning also takes a CPU profile of
-// the server for -profile-for from just before the Deployments are
-// created, writes it to FILE and logs each component's share of it (the
-// goroutines' cpulabels):
+// With -cpuprofile FILE, BenchmarkRunning (and BenchmarkScheduling) also
+// takes a CPU profile of the server for -profile-for from -profile-after
+// after its nodes are Ready, just before the load starts, writes it to
+// FILE and logs each component's share of it (the goroutines' cpulabels):
 //
 //	go test ./bench/nodes -run '^$' -bench Running -benchtime 1x -v -args -nodes 200 -pods 6000 -cpuprofile /tmp/cpu.pprof
 //
@@ -36,6 +37,12 @@
 //
 // BenchmarkFlatCost compares the CPU per Pod at 200 nodes / 6,000 Pods
 // with 50 / 1,500 (flat_test.go).
+//
+// BenchmarkScheduling is scheduler_perf's SchedulingBasic: -init-pods
+// Pods, then -measure-pods timed from their first create until the last
+// is bound, on -nodes nodes (scheduling_test.go).
+//
+//	go test ./bench/nodes -run '^$' -bench Scheduling -benchtime 1x -timeout 30m -args -nodes 5000
 //
 // BenchmarkTop runs -nodes nodes, waits until the resource metrics API
 // has every node's usage, then reports the median and p99 of listing
@@ -132,48 +139,11 @@ func start(b testing.TB, nodes int, args ...string) server {
 }
 
 func BenchmarkRunning(b *testing.B) {
-	var plane benchserver.PeerControlPlane
-	var simulator string
-	if *peer {
-		// The controller manager's client limits are those kubeboot's
-		// in-process one has.
-		plane = benchserver.BuildPeerControlPlane(b, benchserver.Components{
-			ControllerManager: benchserver.ClientLimits(200), Scheduler: benchserver.ClientLimits(*schedulerQPS)})
-		var err error
-		if simulator, err = harness.BuildCommand(filepath.Join(b.TempDir(), "simulator"), "github.com/kubeboot/kubeboot/bench/nodes/simulator"); err != nil {
-			b.Fatal(err)
-		}
-	}
-	var ours, theirs []figures
-	for range b.N {
-		b.StopTimer()
-		if *kubeboot {
-			var args []string
-			var socket string
-			if *cpuProfile != "" {
-				socket = filepath.Join(b.TempDir(), "debug.sock")
-				args = append(args, "--debug-socket-path="+socket)
-			}
-			srv := start(b, *nodes, args...)
-			var prof *serverProfile
-			if socket != "" {
-				prof = profileServer(socket, *profileAfter, *profileFor)
-			}
-			b.StartTimer()
-			ours = append(ours, running(b, "kubeboot", srv.client, []int{srv.PID()}, *nodes, *pods))
-			b.StopTimer()
-			if prof != nil {
-				prof.write(b, *cpuProfile)
-			}
-			benchserver.Stop(b, srv.APIServer, time.Minute)
-		}
-		if *peer {
-			client, pids := startPeer(b, plane, simulator)
-			b.StartTimer()
-			theirs = append(theirs, running(b, "peer", client, pids, *nodes, *pods))
-			b.StopTimer()
-		}
-	}
+	ours, theirs := eachControlPlane(b, func(name string, client kubernetes.Interface, pids []int) figures {
+		b.StartTimer()
+		defer b.StopTimer()
+		return running(b, name, client, pids, *nodes, *pods)
+	})
 	if *kubeboot {
 		b.ReportMetric(ours[0].took.Seconds(), "running-s")
 		b.ReportMetric(ours[0].cpu.Seconds(), "cpu-s")
@@ -191,6 +161,33 @@ func BenchmarkRunning(b *testing.B) {
 	}
 }
 
+// eachControlPlane runs load, b.N times, on kubeboot's server (unless
+// -kubeboot=false) with its nodes Ready and, with -peer, right after it on
+// the peer control plane with the simulator's, and returns each one's
+// results. The benchmark's timer is stopped; load starts it for what it
+// measures.
+func eachControlPlane[T any](b *testing.B, load func(name string, client kubernetes.Interface, pids []int) T) (ours, theirs []T) {
+	var plane benchserver.PeerControlPlane
+	var simulator string
+	if *peer {
+		plane, simulator = buildPeer(b)
+	}
+	for range b.N {
+		b.StopTimer()
+		if *kubeboot {
+			srv, profile := startProfiled(b)
+			ours = append(ours, load("kubeboot", srv.client, []int{srv.PID()}))
+			profile()
+			benchserver.Stop(b, srv.APIServer, time.Minute)
+		}
+		if *peer {
+			client, pids := startPeer(b, plane, simulator)
+			theirs = append(theirs, load("peer", client, pids))
+		}
+	}
+	return ours, theirs
+}
+
 // figures are one control plane's results in one iteration.
 type figures struct {
 	took, cpu time.Duration
@@ -203,7 +200,7 @@ type figures struct {
 func running(tb testing.TB, name string, client kubernetes.Interface, pids []int, nodes, pods int) figures {
 	cpu0 := benchserver.CPUOf(tb, pids...)
 	began := time.Now()
-	counted := watchRunning(tb, client)
+	counted := watchPods(tb, client, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && podutil.IsPodReady(p) })
 	deployments := pods / *replicas
 	createDeployments(tb, client, deployments)
 	created := time.Since(began)
@@ -218,6 +215,19 @@ func running(tb testing.TB, name string, client kubernetes.Interface, pids []int
 	tb.Logf("%s: %d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB",
 		name, deployments, created.Round(time.Millisecond), deployments**replicas, nodes, f.took.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rss)
 	return f
+}
+
+// buildPeer builds the peer control plane, with the client limits
+// kubeboot's components have (the controller manager's in-process 200/s;
+// -scheduler-qps), and the simulator.
+func buildPeer(b *testing.B) (benchserver.PeerControlPlane, string) {
+	plane := benchserver.BuildPeerControlPlane(b, benchserver.Components{
+		ControllerManager: benchserver.ClientLimits(200), Scheduler: benchserver.ClientLimits(*schedulerQPS)})
+	simulator, err := harness.BuildCommand(filepath.Join(b.TempDir(), "simulator"), "github.com/kubeboot/kubeboot/bench/nodes/simulator")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return plane, simulator
 }
 
 // startPeer starts the peer control plane and the simulator against it,
@@ -294,7 +304,7 @@ func createDeployments(b testing.TB, client kubernetes.Interface, n int) {
 					},
 				},
 			}
-			_, err := client.AppsV1().Deployments(metav1.NamespaceDefault).Create(context.Background(), d, metav1.CreateOptions{})
+			_, err := client.AppsV1().Deployments(namespace).Create(context.Background(), d, metav1.CreateOptions{})
 			errs <- err
 		}()
 	}
@@ -305,20 +315,24 @@ func createDeployments(b testing.TB, client kubernetes.Interface, n int) {
 	}
 }
 
-// watchRunning counts the Pods an informer shows Running and Ready.
-func watchRunning(b testing.TB, client kubernetes.Interface) *atomic.Int64 {
+// namespace is where the benchmarks create their workloads.
+const namespace = metav1.NamespaceDefault
+
+// watchPods counts the Pods of namespace an informer has seen in a state
+// that has (once counted, a Pod stays counted).
+func watchPods(b testing.TB, client kubernetes.Interface, has func(*corev1.Pod) bool) *atomic.Int64 {
 	ctx, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(metav1.NamespaceDefault))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace))
 	b.Cleanup(func() { cancel(); factory.Shutdown() })
-	var running atomic.Int64
+	var n atomic.Int64
 	counted := map[string]bool{} // the handler's calls are sequential
 	update := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
-		if !ok || counted[p.Name] || p.Status.Phase != corev1.PodRunning || !podutil.IsPodReady(p) {
+		if !ok || counted[p.Name] || !has(p) {
 			return
 		}
 		counted[p.Name] = true
-		running.Add(1)
+		n.Add(1)
 	}
 	informer := factory.Core().V1().Pods().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -330,7 +344,7 @@ func watchRunning(b testing.TB, client kubernetes.Interface) *atomic.Int64 {
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		b.Fatal("the Pod informer did not sync")
 	}
-	return &running
+	return &n
 }
 
 // etcdWrites is the apiserver's count of etcd creates and updates so far

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,12 +23,25 @@ import (
 
 var (
 	cpuProfile = flag.String("cpuprofile", "",
-		"BenchmarkRunning: write a CPU profile of kubeboot's server, from -profile-after after the Deployments are created, to this file, "+
+		"BenchmarkRunning, BenchmarkScheduling: write a CPU profile of kubeboot's server, from -profile-after after its nodes are Ready, to this file, "+
 			"and log each component's share (cpulabels)")
 	profileFor   = flag.Duration("profile-for", 30*time.Second, "how long -cpuprofile profiles")
-	profileAfter = flag.Duration("profile-after", 0, "how long after the Deployments are created -cpuprofile starts: "+
+	profileAfter = flag.Duration("profile-after", 0, "how long after the nodes are Ready -cpuprofile starts: "+
 		"at large sizes the cost per Pod late in the run is what grows")
 )
+
+// startProfiled starts a server with *nodes nodes and, with -cpuprofile,
+// a CPU profile of it from -profile-after on; the function returned
+// waits for the profile and writes it (with none, it does nothing).
+func startProfiled(b *testing.B) (server, func()) {
+	if *cpuProfile == "" {
+		return start(b, *nodes), func() {}
+	}
+	socket := filepath.Join(b.TempDir(), "debug.sock")
+	srv := start(b, *nodes, "--debug-socket-path="+socket)
+	prof := profileServer(socket, *profileAfter, *profileFor)
+	return srv, func() { prof.write(b, *cpuProfile) }
+}
 
 // serverProfile is a CPU profile being taken of a server through its
 // --debug-socket-path.
