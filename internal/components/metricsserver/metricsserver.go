@@ -47,6 +47,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	discoveryv1ac "k8s.io/client-go/applyconfigurations/discovery/v1"
 	"k8s.io/client-go/informers"
@@ -144,16 +145,40 @@ func (s *server) serve(ctx context.Context) error {
 	defer ln.Close()
 	serving.Listener, serving.BindPort = ln, ln.Addr().(*net.TCPAddr).Port
 	o.SecureServing = serving.WithLoopback()
-	m, err := s.build(&o, ca)
+	m, frontProxyCA, err := s.build(&o, ca)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- m.RunUntil(ctx.Done()) }()
+	// The aggregator is sent here only once the front proxy's CA is
+	// loaded: upstream's delegated authentication reads it from
+	// kube-system/extension-apiserver-authentication through an informer
+	// the server starts as it serves, and until then refuses the
+	// aggregator's client certificate with an error line per request.
+	ticker := time.NewTicker(caPollInterval)
+	defer ticker.Stop()
+	for frontProxyCA != nil && len(frontProxyCA.CurrentCABundleContent()) == 0 {
+		select {
+		case err := <-ran:
+			return err
+		case <-ticker.C:
+		}
+	}
 	if err := s.publish(ctx, serving.BindPort, ca.CertPEM); err != nil {
+		cancel()
+		<-ran
 		return fmt.Errorf("publishing the resource metrics API: %w", err)
 	}
 	klog.FromContext(ctx).Info("Serving resource metrics", "address", ln.Addr().String(), "resolution", o.MetricResolution)
-	return m.RunUntil(ctx.Done())
+	return <-ran
 }
+
+// caPollInterval is how often serve looks for the front proxy's CA
+// before it publishes the API.
+const caPollInterval = 20 * time.Millisecond
 
 // runner is metrics-server's server (its type is unexported).
 type runner interface {
@@ -162,57 +187,63 @@ type runner interface {
 
 // build is metrics-server's server as its Config.Complete builds it, but
 // for the kubelets simulated nodes stand in for, the informers and the
-// metrics (see the package documentation).
-func (s *server) build(o *msoptions.Options, ca *pki.KeyPair) (runner, error) {
+// metrics (see the package documentation). It returns the CA its
+// authentication verifies the aggregator's front proxy with (nil if it
+// trusts none).
+func (s *server) build(o *msoptions.Options, ca *pki.KeyPair) (runner, dynamiccertificates.CAContentProvider, error) {
 	genericConfig, err := o.ApiserverConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var frontProxyCA dynamiccertificates.CAContentProvider
+	if h := genericConfig.Authentication.RequestHeaderConfig; h != nil {
+		frontProxyCA = h.CAContentProvider
 	}
 	// Not the process-wide registry's /metrics (the apiserver serves it).
 	genericConfig.EnableMetrics = false
 	kubelets, err := s.kubeletClient(o, ca)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := rest.CopyConfig(s.client)
 	c.ContentType = "application/vnd.kubernetes.protobuf"
 	typed, err := kubernetes.NewForConfig(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	factory := informers.NewSharedInformerFactory(typed, 0)
 	pods := factory.Core().V1().Pods().Informer()
 	nodes := factory.Core().V1().Nodes()
 	if err := pods.SetTransform(s.shared.Transform); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := pods.AddIndexers(cache.Indexers{nodeNameIndex: podNodeName}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := nodes.Informer().SetTransform(s.shared.Transform); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var selector []labels.Requirement
 	if o.KubeletClient.NodeSelector != "" {
 		if selector, err = labels.ParseToRequirements(o.KubeletClient.NodeSelector); err != nil {
-			return nil, fmt.Errorf("--node-selector: %w", err)
+			return nil, nil, fmt.Errorf("--node-selector: %w", err)
 		}
 	}
 	sources := &sources{kubelets: kubelets, simulated: newSimulatedNodes(pods.GetIndexer(), time.Now)}
 	scrape := scraper.NewScraper(nodes.Lister(), sources, o.KubeletClient.KubeletRequestTimeout, selector)
 	generic, err := genericConfig.Complete(nil).New(Name, genericapiserver.NewEmptyDelegate())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	store := storage.NewStorage(o.MetricResolution)
 	if err := api.Install(store, runningPods{pods.GetIndexer()}, nodes.Lister(), generic, selector); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m := msserver.NewServer(nodes.Informer(), pods, generic, store, scrape, o.MetricResolution)
 	if err := m.RegisterProbes(synced{pods: pods, nodes: nodes.Informer()}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m, nil
+	return m, frontProxyCA, nil
 }
 
 // kubeletClient is metrics-server's client of the kubelets' resource
