@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/ptr"
@@ -198,6 +202,58 @@ func checkNodeResourceMetrics(t *testing.T, srv *harness.APIServer, nodes, pods 
 	for _, p := range pods {
 		if !strings.Contains(out, p) {
 			t.Errorf("kubectl top pods: %q, want %s", out, p)
+		}
+	}
+}
+
+// watchMetricsAvailability watches the resource metrics APIService from
+// now on and returns a check, for later, that the aggregator never found
+// it unavailable once published: metrics-server is published only when it
+// can authenticate the aggregator's front proxy (before that, the
+// aggregator's first discovery checks were refused with 403, and each
+// refusal was an error line on the server's terminal).
+func watchMetricsAvailability(t *testing.T, srv *harness.APIServer) (check func(t *testing.T)) {
+	t.Helper()
+	config, err := srv.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggregator, err := aggregatorclient.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := aggregator.ApiregistrationV1().APIServices().Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", "v1beta1.metrics.k8s.io").String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		failed []string
+	)
+	go func() {
+		defer w.Stop()
+		for e := range w.ResultChan() {
+			s, ok := e.Object.(*apiregistrationv1.APIService)
+			if !ok {
+				continue
+			}
+			for _, c := range s.Status.Conditions {
+				if c.Type == apiregistrationv1.Available && c.Status == apiregistrationv1.ConditionFalse && c.Reason == "FailedDiscoveryCheck" {
+					mu.Lock()
+					failed = append(failed, c.Message)
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	return func(t *testing.T) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range failed {
+			t.Errorf("the aggregator found the resource metrics API unavailable: %s", m)
 		}
 	}
 }

@@ -64,6 +64,9 @@ func TestSimulatedNodes(t *testing.T) {
 		// The HPA of the metrics check acts every second, not every 15.
 		"--controller-manager-arg=--horizontal-pod-autoscaler-sync-period=1s",
 	)
+	// metrics-server is published once the server is ready, after
+	// startServer returns.
+	metricsAvailable := watchMetricsAvailability(t, srv)
 	// The nodes are created once the apiserver is ready, so after
 	// startServer returns.
 	eventually(t, 30*time.Second, fmt.Sprintf("%d simulated nodes Ready and without taints", simulatedCount),
@@ -93,6 +96,7 @@ func TestSimulatedNodes(t *testing.T) {
 	t.Run("a claim gets a local volume on its Pod's node", func(t *testing.T) { checkSimulatedLocalStorage(t, srv, client) })
 	t.Run("no kubelet to reach", func(t *testing.T) { checkSimulatedNoKubelet(t, srv, client) })
 	t.Run("resource metrics, and an HPA scaling on them", func(t *testing.T) { checkSimulatedResourceMetrics(t, srv, client) })
+	t.Run("the resource metrics API was never unavailable", metricsAvailable)
 	// Last: the failed node stays failed.
 	t.Run("a failed node is tainted and its Pods evicted", func(t *testing.T) { checkSimulatedNodeFailure(t, client) })
 }
