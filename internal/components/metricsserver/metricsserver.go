@@ -149,22 +149,26 @@ func (s *server) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ran := make(chan error, 1)
-	go func() { ran <- m.RunUntil(ctx.Done()) }()
 	// The aggregator is sent here only once the front proxy's CA is
 	// loaded: upstream's delegated authentication reads it from
 	// kube-system/extension-apiserver-authentication through an informer
 	// the server starts as it serves, and until then refuses the
 	// aggregator's client certificate with an error line per request.
-	ticker := time.NewTicker(caPollInterval)
-	defer ticker.Stop()
+	// The provider tells its listeners when it loads; they must be added
+	// before it runs.
+	changed := make(signal, 1)
+	if frontProxyCA != nil {
+		frontProxyCA.AddListener(changed)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- m.RunUntil(ctx.Done()) }()
 	for frontProxyCA != nil && len(frontProxyCA.CurrentCABundleContent()) == 0 {
 		select {
 		case err := <-ran:
 			return err
-		case <-ticker.C:
+		case <-changed:
 		}
 	}
 	if err := s.publish(ctx, serving.BindPort, ca.CertPEM); err != nil {
@@ -176,9 +180,16 @@ func (s *server) serve(ctx context.Context) error {
 	return <-ran
 }
 
-// caPollInterval is how often serve looks for the front proxy's CA
-// before it publishes the API.
-const caPollInterval = 20 * time.Millisecond
+// signal is a dynamiccertificates.Listener that marks a channel of one
+// without waiting: what changed is read from the provider.
+type signal chan struct{}
+
+func (s signal) Enqueue() {
+	select {
+	case s <- struct{}{}:
+	default:
+	}
+}
 
 // runner is metrics-server's server (its type is unexported).
 type runner interface {
