@@ -148,11 +148,13 @@ func BenchmarkRunning(b *testing.B) {
 		b.ReportMetric(ours[0].took.Seconds(), "running-s")
 		b.ReportMetric(ours[0].cpu.Seconds(), "cpu-s")
 		b.ReportMetric(ours[0].rss, "rss-MiB")
+		b.ReportMetric(ours[0].requests.statusPatches/float64(ours[0].pods), "status-patches/pod")
 	}
 	if *peer {
 		b.ReportMetric(theirs[0].took.Seconds(), "peer-running-s")
 		b.ReportMetric(theirs[0].cpu.Seconds(), "peer-cpu-s")
 		b.ReportMetric(theirs[0].rss, "peer-rss-MiB")
+		b.ReportMetric(theirs[0].requests.statusPatches/float64(theirs[0].pods), "peer-status-patches/pod")
 	}
 	if *kubeboot && *peer {
 		b.ReportMetric(ours[0].took.Seconds()/theirs[0].took.Seconds(), "time-ratio")
@@ -192,6 +194,9 @@ func eachControlPlane[T any](b *testing.B, load func(name string, client kuberne
 type figures struct {
 	took, cpu time.Duration
 	rss       float64 // MiB
+	pods      int     // brought to Running and Ready
+	// requests are the API server's counts over the load.
+	requests apiCounts
 }
 
 // running creates pods/*replicas Deployments and waits until every Pod
@@ -199,6 +204,7 @@ type figures struct {
 // pids.
 func running(tb testing.TB, name string, client kubernetes.Interface, pids []int, nodes, pods int) figures {
 	cpu0 := benchserver.CPUOf(tb, pids...)
+	counts0 := readAPICounts(tb, client)
 	began := time.Now()
 	counted := watchPods(tb, client, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && podutil.IsPodReady(p) })
 	deployments := pods / *replicas
@@ -209,11 +215,15 @@ func running(tb testing.TB, name string, client kubernetes.Interface, pids []int
 	}); err != nil {
 		tb.Fatalf("%s: %d of %d Pods Running and Ready: %v", name, counted.Load(), deployments**replicas, err)
 	}
-	f := figures{took: time.Since(began)}
+	f := figures{took: time.Since(began), pods: deployments * *replicas}
 	f.cpu = benchserver.CPUOf(tb, pids...) - cpu0
 	f.rss = benchserver.MemoryOf(tb, pids...).RSS
-	tb.Logf("%s: %d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB",
-		name, deployments, created.Round(time.Millisecond), deployments**replicas, nodes, f.took.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rss)
+	f.requests = readAPICounts(tb, client).minus(counts0)
+	n := float64(f.pods)
+	tb.Logf("%s: %d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB; "+
+		"per Pod: %.2f status patches, %.2f etcd writes; %.0f Pod lists; %.0f Pod watchers cut off",
+		name, deployments, created.Round(time.Millisecond), deployments**replicas, nodes, f.took.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rss,
+		f.requests.statusPatches/n, f.requests.etcdWrites/n, f.requests.lists, f.requests.cutOff)
 	return f
 }
 
@@ -265,13 +275,13 @@ func BenchmarkIdle(b *testing.B) {
 		srv := start(b, *nodes)
 		// Let the start settle: the first heartbeats and lease creates.
 		time.Sleep(10 * time.Second)
-		writes0 := etcdWrites(b, srv.client)
+		counts0 := readAPICounts(b, srv.client)
 		cpu0 := benchserver.CPUOf(b, srv.PID())
 		b.StartTimer()
 		time.Sleep(*idle)
 		b.StopTimer()
 		spent := benchserver.CPUOf(b, srv.PID()) - cpu0
-		writes := etcdWrites(b, srv.client) - writes0
+		writes := readAPICounts(b, srv.client).minus(counts0).etcdWrites
 		p99 := getPodP99(b, srv.client)
 		rss := benchserver.MemoryOf(b, srv.PID()).RSS
 		perNode := time.Duration(float64(spent) / idle.Seconds() / float64(*nodes))
@@ -345,27 +355,6 @@ func watchPods(b testing.TB, client kubernetes.Interface, has func(*corev1.Pod) 
 		b.Fatal("the Pod informer did not sync")
 	}
 	return &n
-}
-
-// etcdWrites is the apiserver's count of etcd creates and updates so far
-// (etcd_requests_total), from its /metrics.
-func etcdWrites(b *testing.B, client kubernetes.Interface) float64 {
-	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	var sum float64
-	for line := range strings.Lines(string(raw)) {
-		if !strings.HasPrefix(line, "etcd_requests_total{") ||
-			!(strings.Contains(line, `operation="create"`) || strings.Contains(line, `operation="update"`)) {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
-			sum += v
-		}
-	}
-	return sum
 }
 
 // getPodP99 is the 99th percentile of 200 GETs of one Pod.
