@@ -1,10 +1,16 @@
 package simulatednodes
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kwok/pkg/apis/internalversion"
+	"sigs.k8s.io/kwok/pkg/utils/gotpl"
 )
 
 // TestStages checks the edits to kwok's stages took: were a kwok upgrade
@@ -84,5 +90,75 @@ func TestEditStatus(t *testing.T) {
 				t.Errorf("template %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestPodReadyAtBinding renders pod-ready's status for a bound Pod twice,
+// as kwok does when it plays the stage again on a stale copy: the second
+// status must be the first, so that the API server has nothing to write.
+// A Pod bound without the scheduler keeps the time of the play.
+func TestPodReadyAtBinding(t *testing.T) {
+	byRef, err := stages(NewOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var template string
+	for _, list := range byRef {
+		for _, s := range list {
+			for _, step := range s.Spec.Steps {
+				if p := step.Patch; s.Name == "pod-ready" && p != nil && p.Subresource == "status" {
+					template = p.Template
+				}
+			}
+		}
+	}
+	if template == "" {
+		t.Fatal("no pod-ready status template")
+	}
+	renderer := gotpl.NewRenderer(gotpl.FuncMap{
+		"NodeIPsWith": func(string) []string { return []string{"10.0.0.1"} },
+		"PodIPsWith":  func(string, bool, string, string, string) []string { return []string{"10.244.0.5"} },
+	})
+	bound := metav1.NewTime(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
+	pod := func(conditions ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u"},
+			Spec:       corev1.PodSpec{NodeName: "n", Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+			Status:     corev1.PodStatus{Phase: corev1.PodPending, Conditions: conditions},
+		}
+	}
+	render := func(p *corev1.Pod) corev1.PodStatus {
+		t.Helper()
+		data, err := renderer.ToJSON(template, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status corev1.PodStatus
+		if err := json.Unmarshal(data, &status); err != nil {
+			t.Fatalf("%v: %s", err, data)
+		}
+		return status
+	}
+
+	scheduled := pod(corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: bound})
+	first := render(scheduled)
+	time.Sleep(1100 * time.Millisecond) // past the second the API server keeps
+	if again := render(scheduled); !reflect.DeepEqual(again, first) {
+		t.Errorf("pod-ready played again wrote another status:\n%+v\nfirst:\n%+v", again, first)
+	}
+	if first.StartTime == nil || !first.StartTime.Equal(&bound) || len(first.ContainerStatuses) != 1 ||
+		first.ContainerStatuses[0].State.Running == nil || !first.ContainerStatuses[0].State.Running.StartedAt.Equal(&bound) {
+		t.Errorf("start time %v, containers %+v: want the binding's %v", first.StartTime, first.ContainerStatuses, bound)
+	}
+	for _, c := range first.Conditions {
+		if !c.LastTransitionTime.Equal(&bound) {
+			t.Errorf("condition %s changed at %v, want the binding's %v", c.Type, c.LastTransitionTime, bound)
+		}
+	}
+
+	began := time.Now().Truncate(time.Second)
+	unscheduled := render(pod())
+	if unscheduled.StartTime == nil || unscheduled.StartTime.Before(&metav1.Time{Time: began}) {
+		t.Errorf("a Pod bound without the scheduler started at %v, want the play's time (from %v)", unscheduled.StartTime, began)
 	}
 }
