@@ -259,8 +259,8 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 // stages are kwok's default stages, as kwokctl's clusters run them: a
 // node initializes to Ready (reporting no kube-proxy version, as 1.37's
 // kubelets) and heartbeats through its lease, its status reported as often
-// as the kubelet's; a Pod
-// becomes Ready (after o.PodStartupDelay), completes when its
+// as the kubelet's; a Pod becomes Ready (after o.PodStartupDelay; without
+// one, with its binding's time: podReadyAtBinding), completes when its
 // restartPolicy says it may (and is then no longer Ready), and is removed
 // once deleted.
 func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
@@ -330,7 +330,7 @@ conditions:
 // rather than the time kwok plays the stage. Under load kwok plays
 // pod-ready again for many Pods, on a copy from before its first status
 // write (a Pod watch the API server cut off as too slow, relisted while
-// kwok's queue lags seconds behind): 30-56% more status patches at 200
+// kwok's queue lags seconds behind): 20-56% more status patches at 200
 // nodes / 6,000 Pods (docs/performance.md). With kwok's time each
 // replay moved those times and was a write, with a watch event for every
 // Pod watcher; with the binding's, a replay patches the status it already

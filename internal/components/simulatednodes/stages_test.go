@@ -13,13 +13,8 @@ import (
 	"sigs.k8s.io/kwok/pkg/utils/gotpl"
 )
 
-// TestStages checks the edits to kwok's stages took: were a kwok upgrade
-// to change the lines they edit, stages fails rather than leave kwok's.
-func TestStages(t *testing.T) {
-	byRef, err := stages(NewOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+// statusTemplates are the status templates of the stages byRef, by stage.
+func statusTemplates(byRef map[internalversion.StageResourceRef][]*internalversion.Stage) map[string]string {
 	templates := map[string]string{}
 	for _, list := range byRef {
 		for _, s := range list {
@@ -30,6 +25,17 @@ func TestStages(t *testing.T) {
 			}
 		}
 	}
+	return templates
+}
+
+// TestStages checks the edits to kwok's stages took: were a kwok upgrade
+// to change the lines they edit, stages fails rather than leave kwok's.
+func TestStages(t *testing.T) {
+	byRef, err := stages(NewOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	templates := statusTemplates(byRef)
 	for stage, want := range map[string]string{"node-initialize": noKubeProxyVersion, "pod-complete": completedConditions} {
 		if !strings.Contains(templates[stage], want) {
 			t.Errorf("stage %s: status template lacks %q:\n%s", stage, want, templates[stage])
@@ -102,16 +108,7 @@ func TestPodReadyAtBinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var template string
-	for _, list := range byRef {
-		for _, s := range list {
-			for _, step := range s.Spec.Steps {
-				if p := step.Patch; s.Name == "pod-ready" && p != nil && p.Subresource == "status" {
-					template = p.Template
-				}
-			}
-		}
-	}
+	template := statusTemplates(byRef)["pod-ready"]
 	if template == "" {
 		t.Fatal("no pod-ready status template")
 	}
