@@ -170,8 +170,8 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		}
 	}
 	instance, err := start(c.corefile(addr, port, kubeconfig))
-	// The kubernetes plugin points klog, process-wide, at CoreDNS's log
-	// as it sets up; the process's components log through klog's own.
+	// A Corefile refused after the kubernetes plugin's setup began skips
+	// setUp's callback: klog is given back here too.
 	klog.ClearLogger()
 	if err != nil {
 		return fmt.Errorf("cluster DNS on %s (--cluster-dns-port): %w", addr, err)
@@ -217,9 +217,18 @@ func (c *Component) corefile(addr netip.Addr, port int, kubeconfig string) strin
 `, port, addr, c.settings.ClusterDomain, kubeconfig, upstreams)
 }
 
-// setUp sets CoreDNS's plugin order once for the process.
+// setUp sets CoreDNS's plugin order once for the process, and gives klog
+// back to the process as soon as the kubernetes plugin is set up: its
+// setup points klog, process-wide, at CoreDNS's log, and the instance's
+// start then waits for the plugin's informers (up to its
+// startup_timeout, 5 s), during which every component's lines would
+// be written in CoreDNS's format instead of klog's.
 var setUp = sync.OnceValue(func() error {
 	caddy.Quiet, dnsserver.Quiet = true, true
+	caddy.RegisterParsingCallback("dns", "kubernetes", func(caddy.Context) error {
+		klog.ClearLogger()
+		return nil
+	})
 	return dnsserver.SetDirectives(directives)
 })
 
