@@ -128,8 +128,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// its request info).
 	ctx, cancel := context.WithCancel(context.Background())
 	stopClientCancel := context.AfterFunc(req.Context(), cancel)
-	pr, pw := io.Pipe()
-	w := newResponseWriter(pw, req.Method == http.MethodHead)
+	stream := newStreamPipe()
+	w := newResponseWriter(stream, req.Method == http.MethodHead)
 	stopCloseNotify := context.AfterFunc(ctx, w.notifyClose)
 	go func() {
 		// Profiled, the work is the API server's, for the component that
@@ -160,7 +160,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// The handler learns it through its context; whatever it still
 		// streams fails at once.
 		cancel()
-		_ = pr.CloseWithError(req.Context().Err())
+		stream.CloseRead(req.Context().Err())
 		return nil, req.Context().Err()
 	}
 	if w.err != nil {
@@ -189,9 +189,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The client gives up mid-stream: reads fail with its reason, as on a
 	// network connection.
 	stopReads := context.AfterFunc(req.Context(), func() {
-		_ = pr.CloseWithError(req.Context().Err())
+		stream.CloseRead(req.Context().Err())
 	})
-	resp.Body = &responseBody{PipeReader: pr, cancel: cancel, stopClientCancel: stopReads}
+	resp.Body = &responseBody{stream: stream, cancel: cancel, stopClientCancel: stopReads}
 	resp.ContentLength = -1
 	return resp, nil
 }
@@ -222,10 +222,11 @@ func closeBody(req *http.Request) {
 
 // responseWriter is the handler's side of an in-process response. It
 // buffers up to bufferSize; a Flush or a larger response commits it as a
-// stream through a pipe to the client, unbuffered from then on.
+// stream through a pipe to the client, which holds up to streamWindow
+// unread from then on.
 type responseWriter struct {
 	header http.Header
-	pipe   *io.PipeWriter
+	pipe   *streamPipe
 	// head: the response has no body, whatever the handler writes.
 	head bool
 	// closeNotify receives true once the request is over for the client.
@@ -243,7 +244,7 @@ type responseWriter struct {
 	err       error
 }
 
-func newResponseWriter(pipe *io.PipeWriter, head bool) *responseWriter {
+func newResponseWriter(pipe *streamPipe, head bool) *responseWriter {
 	return &responseWriter{
 		header:      http.Header{},
 		pipe:        pipe,
@@ -275,8 +276,8 @@ func (w *responseWriter) writeHeaderLocked(code int) {
 	w.sent = w.header.Clone()
 }
 
-// Write implements http.ResponseWriter. Once streaming it blocks until the
-// client reads.
+// Write implements http.ResponseWriter. Once streaming it blocks while
+// the client has streamWindow unread.
 func (w *responseWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	w.writeHeaderLocked(http.StatusOK)
@@ -352,7 +353,7 @@ func (w *responseWriter) finish() {
 	w.done = true
 	w.writeHeaderLocked(http.StatusOK)
 	if w.streaming {
-		_ = w.pipe.Close()
+		w.pipe.CloseWrite(nil)
 		return
 	}
 	close(w.committed)
@@ -365,7 +366,7 @@ func (w *responseWriter) fail(err error) {
 	defer w.mu.Unlock()
 	w.done = true
 	if w.streaming {
-		_ = w.pipe.CloseWithError(err)
+		w.pipe.CloseWrite(err)
 		return
 	}
 	w.err = err
@@ -375,7 +376,7 @@ func (w *responseWriter) fail(err error) {
 // responseBody is the client's side of a streamed response; closing it
 // cancels the handler's request.
 type responseBody struct {
-	*io.PipeReader
+	stream           *streamPipe
 	cancel           context.CancelFunc
 	stopClientCancel func() bool
 	once             sync.Once
@@ -385,9 +386,11 @@ func (b *responseBody) Close() error {
 	b.once.Do(func() {
 		b.stopClientCancel()
 		b.cancel()
-		_ = b.PipeReader.CloseWithError(errBodyClosed)
+		b.stream.CloseRead(errBodyClosed)
 	})
 	return nil
 }
+
+func (b *responseBody) Read(p []byte) (int, error) { return b.stream.Read(p) }
 
 var errBodyClosed = errors.New("loopback: response body closed")
