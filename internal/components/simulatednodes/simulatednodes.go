@@ -15,6 +15,7 @@ package simulatednodes
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -246,14 +247,38 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 		// CIDR's range.
 		CIDR:                      plan.node(0)[0],
 		LocalStages:               stages,
-		PodPlayStageParallelism:   16,
-		NodePlayStageParallelism:  4,
-		NodeLeaseParallelism:      8,
+		PodPlayStageParallelism:   workers(podStartRate, 16),
+		NodePlayStageParallelism:  workers(float64(o.Count)/nodeStatusReportFrequency.Seconds(), 4),
+		NodeLeaseParallelism:      workers(float64(o.Count)/(o.LeaseDuration/4).Seconds(), 8),
 		NodeLeaseDurationSeconds:  uint(o.LeaseDuration.Seconds()),
 		PodsOnNodeSyncParallelism: 4,
 		ID:                        id,
 		FuncMap:                   gotpl.FuncMap{"PodIPsWith": newPodIPs(ctx, typed).with},
 	})
+}
+
+// kwok's worker pools are sized for the simulated kubelets to keep the
+// pace of real ones, each of which renews its lease and reports its Pods
+// on its own: a pool of W workers whose requests take L each carries at
+// most W/L a second. Each pool carries its load at up to
+// requestLatencyBudget a request: the nodes' lease renewals (a quarter of
+// the lease duration apart, as the kubelet's), their status reports, and
+// podStartRate Pod starts. With kwok's fixed pools (8 lease workers), at
+// 5,000 nodes with 150,000 Pods coming up a lease update took 96 ms and
+// kwok renewed 100 leases a second of the 500 due: leases expired, the
+// node lifecycle controller marked nodes unreachable and their Pods not
+// Ready, and kwok played pod-ready again for each (docs/performance.md).
+const requestLatencyBudget = 500 * time.Millisecond
+
+// podStartRate is how many Pods a second the simulated kubelets start at
+// full pace: as many as kube-controller-manager creates at its in-process
+// client limit (kubecontrollermanager.InProcessQPS).
+const podStartRate = 200
+
+// workers is the size of a pool that carries perSecond requests at
+// requestLatencyBudget each, and at least least.
+func workers(perSecond float64, least int) uint {
+	return uint(max(least, int(math.Ceil(perSecond*requestLatencyBudget.Seconds()))))
 }
 
 // stages are kwok's default stages, as kwokctl's clusters run them: a

@@ -159,3 +159,24 @@ func TestPodReadyAtBinding(t *testing.T) {
 		t.Errorf("a Pod bound without the scheduler started at %v, want the play's time (from %v)", unscheduled.StartTime, began)
 	}
 }
+
+// kwok's pools carry the simulated kubelets' load at the latency budget,
+// and never shrink below kwok's own sizes.
+func TestWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		perSecond float64
+		least     int
+		want      uint
+	}{
+		{"5,000 nodes renewing a 40 s lease every 10 s", 500, 8, 250},
+		{"200 nodes' leases", 20, 8, 10},
+		{"10 nodes' leases: kwok's least", 1, 8, 8},
+		{"a fraction rounds up", 2.1, 1, 2},
+		{"Pod starts", podStartRate, 16, 100},
+	} {
+		if got := workers(tc.perSecond, tc.least); got != tc.want {
+			t.Errorf("%s: workers(%v, %d) = %d, want %d", tc.name, tc.perSecond, tc.least, got, tc.want)
+		}
+	}
+}
