@@ -210,22 +210,54 @@ func running(tb testing.TB, name string, client kubernetes.Interface, pids []int
 	deployments := pods / *replicas
 	createDeployments(tb, client, deployments)
 	created := time.Since(began)
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Minute, true, func(context.Context) (bool, error) {
-		return counted.Load() >= int64(deployments**replicas), nil
+	want := int64(deployments * *replicas)
+	// A load of 150,000 Pods takes an hour on two cores: the wait fails
+	// only once runningStall passes without a Pod more Running, and says on
+	// stderr every progressPeriod how far it is (a benchmark's log comes
+	// at its end).
+	last, progressed := int64(-1), time.Now()
+	report := time.NewTicker(progressPeriod)
+	defer report.Stop()
+	if err := wait.PollUntilContextCancel(context.Background(), 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		n := counted.Load()
+		if n > last {
+			last, progressed = n, time.Now()
+		}
+		select {
+		case <-report.C:
+			fmt.Fprintf(os.Stderr, "%s: %d of %d Pods Running and Ready after %s, RSS %.0f MiB\n",
+				name, n, want, time.Since(began).Round(time.Second), benchserver.MemoryOf(tb, pids...).RSS)
+		default:
+		}
+		if n >= want {
+			return true, nil
+		}
+		if stalled := time.Since(progressed); stalled > runningStall {
+			return false, fmt.Errorf("none more for %s", stalled.Round(time.Second))
+		}
+		return false, nil
 	}); err != nil {
-		tb.Fatalf("%s: %d of %d Pods Running and Ready: %v", name, counted.Load(), deployments**replicas, err)
+		tb.Fatalf("%s: %d of %d Pods Running and Ready: %v", name, counted.Load(), want, err)
 	}
-	f := figures{took: time.Since(began), pods: deployments * *replicas}
+	f := figures{took: time.Since(began), pods: int(want)}
 	f.cpu = benchserver.CPUOf(tb, pids...) - cpu0
-	f.rss = benchserver.MemoryOf(tb, pids...).RSS
+	mem := benchserver.MemoryOf(tb, pids...)
+	f.rss = mem.RSS
 	f.requests = readAPICounts(tb, client).minus(counts0)
 	n := float64(f.pods)
-	tb.Logf("%s: %d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB; "+
+	tb.Logf("%s: %d Deployments created in %s; %d Pods Running and Ready on %d nodes after %s; CPU %s; RSS %.0f MiB (peak %.0f, summed over the processes); "+
 		"per Pod: %.2f status patches, %.2f etcd writes; %.0f Pod lists; %.0f Pod watchers cut off",
-		name, deployments, created.Round(time.Millisecond), deployments**replicas, nodes, f.took.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rss,
+		name, deployments, created.Round(time.Millisecond), f.pods, nodes, f.took.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rss, mem.Peak,
 		f.requests.statusPatches/n, f.requests.etcdWrites/n, f.requests.lists, f.requests.cutOff)
 	return f
 }
+
+// runningStall bounds how long BenchmarkRunning's load may go without a
+// Pod more Running and Ready; progressPeriod is how often it reports.
+const (
+	runningStall   = 5 * time.Minute
+	progressPeriod = time.Minute
+)
 
 // buildPeer builds the peer control plane, with the client limits
 // kubeboot's components have (the controller manager's in-process 200/s;
