@@ -225,8 +225,12 @@ func running(tb testing.TB, name string, client kubernetes.Interface, pids []int
 		}
 		select {
 		case <-report.C:
+			mem, err := benchserver.ReadMemory(pids...)
+			if err != nil {
+				return false, fmt.Errorf("a process of the control plane is gone: %w", err)
+			}
 			fmt.Fprintf(os.Stderr, "%s: %d of %d Pods Running and Ready after %s, RSS %.0f MiB\n",
-				name, n, want, time.Since(began).Round(time.Second), benchserver.MemoryOf(tb, pids...).RSS)
+				name, n, want, time.Since(began).Round(time.Second), mem.RSS)
 		default:
 		}
 		if n >= want {
