@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -76,8 +77,7 @@ func Run(ctx context.Context, c Config, lead func(context.Context)) (led bool, _
 		defer c.RecorderShutdown()
 	}
 	le := c.Election
-	lock, err := resourcelock.NewFromKubeconfig(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
-		resourcelock.ResourceLockConfig{Identity: c.Identity, EventRecorder: c.Recorder}, c.Client, le.RenewDeadline.Duration)
+	lock, err := newLock(c)
 	if err != nil {
 		return false, fmt.Errorf("%s leader election: %w", c.Name, err)
 	}
@@ -116,6 +116,28 @@ func Run(ctx context.Context, c Config, lead func(context.Context)) (led bool, _
 	}
 	<-done
 	return true, nil
+}
+
+// newLock is c's lease lock, as client-go's NewFromKubeconfig makes one
+// but for its requests' timeout: a request may take the whole renew
+// deadline, not half of it. Upstream halves it so that a renewal stuck on
+// a dead connection is retried on a new one within the deadline; the
+// components here reach their apiserver in-process, where a timed-out
+// request only joins the same queue again behind a second read of the
+// lease, and an apiserver whose writes are slow (5,000 simulated nodes'
+// heartbeats with Pods being created on two cores: writes waited up to
+// 5.4 s in etcd's queue) lost the leases of every component within 2 s.
+// The elector's renew deadline still bounds each renewal.
+func newLock(c Config) (resourcelock.Interface, error) {
+	config := rest.CopyConfig(c.Client)
+	config.Timeout = c.Election.RenewDeadline.Duration
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(config, "leader-election"))
+	if err != nil {
+		return nil, err
+	}
+	le := c.Election
+	return resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName, client.CoreV1(), client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: c.Identity, EventRecorder: c.Recorder})
 }
 
 // Delays between a component's runs under Lead: a run that fails is
