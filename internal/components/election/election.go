@@ -124,10 +124,10 @@ func Run(ctx context.Context, c Config, lead func(context.Context)) (led bool, _
 // a dead connection is retried on a new one within the deadline; the
 // components here reach their apiserver in-process, where a timed-out
 // request only joins the same queue again behind a second read of the
-// lease, and an apiserver whose writes are slow (5,000 simulated nodes'
-// heartbeats with Pods being created on two cores: writes waited up to
-// 5.4 s in etcd's queue) lost the leases of every component within 2 s.
-// The elector's renew deadline still bounds each renewal.
+// lease. Under load (5,000 simulated nodes with Pods being created, on
+// two cores: single writes up to 8 s, mostly in etcd's queue) half the
+// deadline lost every component's lease at once (decisions.md). The
+// elector's renew deadline still bounds each renewal.
 func newLock(c Config) (resourcelock.Interface, error) {
 	config := rest.CopyConfig(c.Client)
 	config.Timeout = c.Election.RenewDeadline.Duration
