@@ -52,7 +52,6 @@ func TestKillEachServerUnderLoad(t *testing.T) {
 	<-done
 
 	l.Verify(t, s.client(0))
-	time.Sleep(4 * time.Second) // repair passes, as test/reliability waits
 	// The node port bitmap is read from etcd, through the first server's
 	// member on its data dir's socket.
 	etcdClient, err := etcd.Dial(controlplane.EtcdDirIn(s.dataDir(0)))

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,19 +18,58 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 )
 
-// CheckAllocations compares the Services with the stored IPAddresses and
-// node port bitmap.
+// allocationsSettle bounds how long CheckAllocations waits for the
+// repair loops: a leak is freed on its repair.LeakSightings-th pass, a
+// few seconds at the tests' 1 s interval, longer on a loaded machine.
+const allocationsSettle = time.Minute
+
+// CheckAllocations waits until the Services agree with the stored
+// IPAddresses and node port bitmap (no address or port held twice, none
+// held without being stored, none stored for no Service), and fails the
+// test with what still disagrees after allocationsSettle. A fault test's
+// killed server may leave allocations without a Service: waiting, not a
+// fixed sleep, lets the repair loops free them however slow the machine.
 func CheckAllocations(t testing.TB, client kubernetes.Interface, etcdClient *clientv3.Client) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), allocationsSettle)
+	defer cancel()
+	var problems []string
+	var summary string
+	for {
+		var err error
+		problems, summary, err = allocationProblems(ctx, client, etcdClient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(problems) == 0 {
+			t.Log(summary)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			for _, p := range problems {
+				t.Error(p)
+			}
+			t.Logf("after %s: %s", allocationsSettle, summary)
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// allocationProblems lists where the Services and the stored allocations
+// disagree, and summarizes what the Services hold.
+func allocationProblems(ctx context.Context, client kubernetes.Interface, etcdClient *clientv3.Client) ([]string, string, error) {
 	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", err
 	}
 	ips, err := client.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", err
 	}
+	var problems []string
+	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	owner := map[string]string{}
 	for _, ip := range ips.Items {
 		owner[ip.Name] = ip.Spec.ParentRef.Namespace + "/" + ip.Spec.ParentRef.Name
@@ -39,11 +80,11 @@ func CheckAllocations(t testing.TB, client kubernetes.Interface, etcdClient *cli
 		key := svc.Namespace + "/" + svc.Name
 		for _, ip := range svc.Spec.ClusterIPs {
 			if other, dup := heldIP[ip]; dup {
-				t.Errorf("ClusterIP %s held by %s and %s", ip, other, key)
+				report("ClusterIP %s held by %s and %s", ip, other, key)
 			}
 			heldIP[ip] = key
 			if owner[ip] != key {
-				t.Errorf("ClusterIP %s of %s has IPAddress owner %q", ip, key, owner[ip])
+				report("ClusterIP %s of %s has IPAddress owner %q", ip, key, owner[ip])
 			}
 		}
 		for _, p := range svc.Spec.Ports {
@@ -51,48 +92,57 @@ func CheckAllocations(t testing.TB, client kubernetes.Interface, etcdClient *cli
 				continue
 			}
 			if other, dup := heldPort[p.NodePort]; dup {
-				t.Errorf("NodePort %d held by %s and %s", p.NodePort, other, key)
+				report("NodePort %d held by %s and %s", p.NodePort, other, key)
 			}
 			heldPort[p.NodePort] = key
 		}
 	}
 	for ip, o := range owner {
 		if heldIP[ip] == "" {
-			t.Errorf("IPAddress %s (for %s) is held by no Service: leaked", ip, o)
+			report("IPAddress %s (for %s) is held by no Service: leaked", ip, o)
 		}
 	}
-	stored := storedNodePorts(t, etcdClient)
+	stored, err := storedNodePorts(ctx, etcdClient)
+	if err != nil {
+		return nil, "", err
+	}
 	for p := range heldPort {
 		if !stored[int(p)] {
-			t.Errorf("NodePort %d of %s is not in the stored bitmap", p, heldPort[p])
+			report("NodePort %d of %s is not in the stored bitmap", p, heldPort[p])
 		}
 	}
 	for p := range stored {
 		if heldPort[int32(p)] == "" {
-			t.Errorf("NodePort %d is in the stored bitmap but held by no Service: leaked", p)
+			report("NodePort %d is in the stored bitmap but held by no Service: leaked", p)
 		}
 	}
-	t.Logf("%d Services hold %d ClusterIPs and %d NodePorts", len(svcs.Items), len(heldIP), len(heldPort))
+	sort.Strings(problems)
+	return problems, fmt.Sprintf("%d Services hold %d ClusterIPs and %d NodePorts", len(svcs.Items), len(heldIP), len(heldPort)), nil
 }
 
 // storedNodePorts decodes the node port bitmap kube-apiserver's way.
-func storedNodePorts(t testing.TB, etcdClient *clientv3.Client) map[int]bool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func storedNodePorts(ctx context.Context, etcdClient *clientv3.Client) (map[int]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := etcdClient.Get(ctx, "/registry/ranges/servicenodeports")
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("reading the node port bitmap: %v", err)
+	if err != nil {
+		return nil, fmt.Errorf("reading the node port bitmap: %w", err)
+	}
+	if len(resp.Kvs) != 1 {
+		return nil, fmt.Errorf("reading the node port bitmap: %d keys", len(resp.Kvs))
 	}
 	obj, _, err := legacyscheme.Codecs.UniversalDeserializer().Decode(resp.Kvs[0].Value, nil, nil)
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("decoding the node port bitmap: %w", err)
 	}
-	ra := obj.(*corev1.RangeAllocation)
+	ra, ok := obj.(*corev1.RangeAllocation)
+	if !ok {
+		return nil, fmt.Errorf("the node port bitmap is a %T", obj)
+	}
 	base, _, _ := strings.Cut(ra.Range, "-")
 	first, err := strconv.Atoi(base)
 	if err != nil {
-		t.Fatalf("stored node port range %q: %v", ra.Range, err)
+		return nil, fmt.Errorf("stored node port range %q: %w", ra.Range, err)
 	}
 	out := map[int]bool{}
 	// Data is a big-endian integer whose bit i is port base+i.
@@ -102,5 +152,5 @@ func storedNodePorts(t testing.TB, etcdClient *clientv3.Client) map[int]bool {
 			out[first+i] = true
 		}
 	}
-	return out
+	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,12 +88,36 @@ func InNetNS(t *testing.T, addrs ...string) bool {
 			skipOrFail(t, "cannot create a network namespace: "+err.Error())
 			return false
 		}
-		t.Fatalf("test in network namespace failed: %v", err)
+		// Its failures again, last: the output above can be long (the
+		// servers' logs), and a CI log shows its end.
+		t.Fatalf("test in network namespace failed: %v; its failures:\n%s", err, failures(out.String()))
 	}
 	if !strings.Contains(out.String(), "--- PASS: "+t.Name()) {
 		t.Fatalf("test in network namespace did not pass")
 	}
 	return false
+}
+
+// failureLine is a line of `go test -v` output that tells a failure: a
+// test's result, a panic, or a message logged with its file and line (as
+// t.Error and t.Fatal write them; a klog line has its level first).
+var failureLine = regexp.MustCompile(`^\s*(--- FAIL: |panic: |[\w.-]+\.go:\d+: )`)
+
+// failures are the failure lines of a test's output, each cut short.
+func failures(out string) string {
+	const maxLine = 500
+	var b strings.Builder
+	for line := range strings.Lines(out) {
+		if !failureLine.MatchString(line) {
+			continue
+		}
+		line = strings.TrimRight(line, "\n")
+		if len(line) > maxLine {
+			line = line[:maxLine] + "..."
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 // childTestArgs selects just this test, keeping the parent's other

@@ -17,12 +17,10 @@ func clients(c *harness.Cluster) []kubernetes.Interface {
 	return []kubernetes.Interface{c.Client(0), c.Client(1), c.Client(2)}
 }
 
-// settled waits until the repair loops have freed every leak (an
-// allocation's third sighting, at a 1 s interval) and checks all
-// allocations against the Services.
+// settled checks all allocations against the Services once the repair
+// loops have freed every leak.
 func settled(t *testing.T, client kubernetes.Interface, e *harness.EtcdCluster) {
 	t.Helper()
-	time.Sleep(4 * time.Second)
 	harness.CheckAllocations(t, client, e.Client())
 }
 
