@@ -43,7 +43,7 @@ const (
 // stands in for the kubelets (reportPodStatus): Pods run, get Ready and
 // finish when a check says so.
 func TestServerWorkloadControllers(t *testing.T) {
-	_, client := startServer(t,
+	srv, client := startServer(t,
 		// A node is unhealthy after 15s without a heartbeat (50s by
 		// default). The test nodes beat every 5s and the node lifecycle
 		// controller looks every second (5s by default), so a live node
@@ -84,6 +84,12 @@ func TestServerWorkloadControllers(t *testing.T) {
 		wg.Go(func() { t.Run(c.name, func(t *testing.T) { c.check(t, client) }) })
 	}
 	wg.Wait()
+	// The endpoints controllers read and write v1 Endpoints, deprecated,
+	// on purpose: as in kube-controller-manager, the API's warning is not
+	// logged for each of their requests.
+	if n := strings.Count(srv.Logs(), "v1 Endpoints is deprecated"); n > 0 {
+		t.Errorf("the server logged the v1 Endpoints deprecation warning %d times", n)
+	}
 }
 
 // checkJob: a Job whose Pods succeed is Complete, one whose Pod fails

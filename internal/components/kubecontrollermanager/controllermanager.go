@@ -335,6 +335,10 @@ func config(ctx context.Context, opts *cmoptions.KubeControllerManagerOptions, c
 		return nil, err
 	}
 	kubeconfig := loopback.WithClientSettings(client, c.Kubeconfig)
+	// Silent on the API's warnings, as the binary's PersistentPreRunE
+	// makes every client: its controllers watch deprecated APIs (v1
+	// Endpoints) on purpose, and each request would log a line.
+	kubeconfig.WarningHandler = rest.NoWarnings{}
 	c.Kubeconfig = kubeconfig
 	c.Client, err = kubernetes.NewForConfig(rest.AddUserAgent(kubeconfig, cmoptions.KubeControllerManagerUserAgent))
 	if err != nil {
