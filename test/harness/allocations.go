@@ -33,6 +33,7 @@ func CheckAllocations(t testing.TB, client kubernetes.Interface, etcdClient *cli
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), allocationsSettle)
 	defer cancel()
+	start := time.Now()
 	var problems []string
 	var summary string
 	for {
@@ -42,7 +43,7 @@ func CheckAllocations(t testing.TB, client kubernetes.Interface, etcdClient *cli
 			t.Fatal(err)
 		}
 		if len(problems) == 0 {
-			t.Log(summary)
+			t.Logf("%s (in agreement after %s)", summary, time.Since(start).Round(time.Millisecond))
 			return
 		}
 		select {
