@@ -20,6 +20,10 @@
 //   - A lost leader lease stops its controllers and Run returns an error,
 //     where the binary exits at once: the caller stops its other servers
 //     gracefully (the apiserver drains) before the process exits.
+//   - A controller's client whose ServiceAccount read fails on a
+//     transient API error (an etcd leader change) is built again for a
+//     few seconds before the start fails: a failed start stops the whole
+//     server, its etcd member with it, not one binary.
 //   - Nothing is registered process-wide (configz), so that several
 //     control planes in one process (tests) can each run theirs.
 package kubecontrollermanager
@@ -260,7 +264,11 @@ func runControllers(ctx context.Context, c *kcmconfig.CompletedConfig, sharedObj
 	root := clientbuilder.SimpleControllerClientBuilder{ClientConfig: c.Kubeconfig}
 	var builder clientbuilder.ControllerClientBuilder = root
 	if c.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
-		builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), metav1.NamespaceSystem)
+		builder = retryingClientBuilder{
+			builder: clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(c.Kubeconfig), c.Client.CoreV1(), metav1.NamespaceSystem),
+			ctx:     ctx,
+			backoff: clientBackoff,
+		}
 	}
 	cctx, factories, err := newControllerContext(ctx, c, root, builder, sharedObjects)
 	if err != nil {
