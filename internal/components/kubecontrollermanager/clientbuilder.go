@@ -42,27 +42,25 @@ func transient(err error) bool {
 		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err)
 }
 
-// retry calls build until it succeeds, fails for good, or the backoff or
-// b.ctx ends; it returns build's last error.
+// retry calls build until it succeeds, fails with an error that is not
+// transient, or the backoff ends, and returns its last answer. It calls
+// build at least once, as upstream's builder would be called, even when
+// b.ctx is done (a controller starting as the server stops), and only
+// stops retrying then.
 func retry[T any](b retryingClientBuilder, name string, build func(string) (T, error)) (T, error) {
-	var out T
-	var last error
-	err := wait.ExponentialBackoffWithContext(b.ctx, b.backoff, func(context.Context) (bool, error) {
-		out, last = build(name)
-		switch {
-		case last == nil:
-			return true, nil
-		case transient(last):
-			klog.FromContext(b.ctx).V(2).Info("Building a controller's client failed, will retry", "controller", name, "err", last)
-			return false, nil
-		default:
-			return false, last
+	backoff := b.backoff
+	for {
+		out, err := build(name)
+		if err == nil || !transient(err) || backoff.Steps <= 1 {
+			return out, err
 		}
-	})
-	if err != nil && last != nil {
-		return out, last
+		klog.FromContext(b.ctx).V(2).Info("Building a controller's client failed, will retry", "controller", name, "err", err)
+		select {
+		case <-b.ctx.Done():
+			return out, err
+		case <-time.After(backoff.Step()):
+		}
 	}
-	return out, err
 }
 
 func (b retryingClientBuilder) Config(name string) (*rest.Config, error) {

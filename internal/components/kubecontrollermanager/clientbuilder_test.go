@@ -62,16 +62,23 @@ func TestRetryingClientBuilder(t *testing.T) {
 	}
 }
 
-// A stopping controller manager does not wait out the backoff.
+// A stopping controller manager tries once, as upstream's builder, and
+// does not wait out the backoff.
 func TestRetryingClientBuilderStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	inner := &failingBuilder{errs: []error{apierrors.NewInternalError(errors.New("etcdserver: leader changed"))}}
+	inner := &failingBuilder{SimpleControllerClientBuilder: clientbuilder.SimpleControllerClientBuilder{ClientConfig: &rest.Config{Host: "http://127.0.0.1:1"}},
+		errs: []error{apierrors.NewInternalError(errors.New("etcdserver: leader changed"))}}
 	b := retryingClientBuilder{builder: inner, ctx: ctx, backoff: wait.Backoff{Duration: time.Hour, Factor: 1, Steps: 2}}
 	if _, err := b.Config("node-controller"); err == nil {
-		t.Fatal("Config succeeded after its context was done")
+		t.Fatal("Config succeeded though its only try failed")
 	}
-	if inner.calls > 1 {
-		t.Errorf("%d calls after the context was done", inner.calls)
+	if inner.calls != 1 {
+		t.Errorf("%d calls after the context was done, want 1", inner.calls)
+	}
+	// Once is enough when the API answers.
+	inner.calls, inner.errs = 0, nil
+	if _, err := b.Config("node-controller"); err != nil || inner.calls != 1 {
+		t.Errorf("Config after the context was done: %v after %d calls, want a configuration after 1", err, inner.calls)
 	}
 }
