@@ -70,6 +70,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -92,6 +93,8 @@ var (
 	peer         = flag.Bool("peer", false, "BenchmarkRunning: also run the peer control plane with kwok in every iteration")
 	kubeboot     = flag.Bool("kubeboot", true, "BenchmarkRunning: run kubeboot (-kubeboot=false -peer: the peer alone, right after a kubeboot-only run)")
 	serverArgs   = flag.String("server-args", "", "more flags for kubeboot server, separated by spaces (to try a setting)")
+	perNamespace = flag.Int("pods-per-namespace", 3000, "BenchmarkRunning: Pods in each namespace of the load "+
+		"(SIG Scalability's namespace threshold, as ClusterLoader2's 100 nodes a namespace); 0 puts them all in default")
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -103,7 +106,7 @@ type server struct {
 }
 
 func start(b testing.TB, nodes int, args ...string) server {
-	srv := benchserver.Server(b, time.Minute, benchserver.Components{Scheduler: benchserver.ClientLimits(*schedulerQPS)},
+	srv := benchserver.Server(b, time.Minute, loadComponents(),
 		// Node IPAM's range is the default's, or --simulated-node-cidr's
 		// (16,384 nodes) beyond the default's 256, as a user gets it.
 		slices.Concat([]string{fmt.Sprintf("--simulated-nodes=%d", nodes)}, strings.Fields(*serverArgs), args)...).Start(b)
@@ -136,6 +139,17 @@ func start(b testing.TB, nodes int, args ...string) server {
 	}
 	b.Logf("%d simulated nodes Ready %s after the server", nodes, time.Since(began).Round(time.Millisecond))
 	return server{srv, client}
+}
+
+// loadComponents are the flags both control planes get: the scheduler's
+// client limits (-scheduler-qps), and a Service range that holds the
+// load's Services (kube-apiserver's default, a /24, holds 254; this is
+// kubeadm's).
+func loadComponents() benchserver.Components {
+	return benchserver.Components{
+		APIServer: []string{"--service-cluster-ip-range=10.96.0.0/16"},
+		Scheduler: benchserver.ClientLimits(*schedulerQPS),
+	}
 }
 
 func BenchmarkRunning(b *testing.B) {
@@ -208,7 +222,7 @@ func running(tb testing.TB, name string, client kubernetes.Interface, pids []int
 	began := time.Now()
 	counted := watchPods(tb, client, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && podutil.IsPodReady(p) })
 	deployments := pods / *replicas
-	createDeployments(tb, client, deployments)
+	createDeployments(tb, client, loadNamespaces(tb, client, deployments), deployments)
 	created := time.Since(began)
 	want := int64(deployments * *replicas)
 	// A load of 150,000 Pods takes an hour on two cores: the wait fails
@@ -267,8 +281,9 @@ const (
 // kubeboot's components have (the controller manager's in-process 200/s;
 // -scheduler-qps), and the simulator.
 func buildPeer(b *testing.B) (benchserver.PeerControlPlane, string) {
-	plane := benchserver.BuildPeerControlPlane(b, benchserver.Components{
-		ControllerManager: benchserver.ClientLimits(200), Scheduler: benchserver.ClientLimits(*schedulerQPS)})
+	components := loadComponents()
+	components.ControllerManager = benchserver.ClientLimits(200)
+	plane := benchserver.BuildPeerControlPlane(b, components)
 	simulator, err := harness.BuildCommand(filepath.Join(b.TempDir(), "simulator"), "github.com/kubeboot/kubeboot/bench/nodes/simulator")
 	if err != nil {
 		b.Fatal(err)
@@ -330,8 +345,41 @@ func BenchmarkIdle(b *testing.B) {
 	}
 }
 
-// createDeployments creates n Deployments of *replicas, 16 at a time.
-func createDeployments(b testing.TB, client kubernetes.Interface, n int) {
+// loadNamespaces creates the namespaces n Deployments of *replicas are
+// spread over, -pods-per-namespace Pods' worth each, and returns, in
+// order, the namespace of each Deployment. Kubernetes' own scalability
+// tests keep to 3,000 Pods a namespace (SIG Scalability's thresholds;
+// ClusterLoader2's load puts 100 nodes' worth in each), and upstream's
+// controllers and scheduler list a namespace's ReplicaSets for each
+// Deployment synced and each Pod scored, so one namespace of 150,000
+// Pods measures those lists, not the cluster's size.
+func loadNamespaces(tb testing.TB, client kubernetes.Interface, n int) []string {
+	each := n
+	if *perNamespace > 0 {
+		each = max(1, *perNamespace / *replicas)
+	}
+	var names []string
+	for i := range n {
+		name := metav1.NamespaceDefault
+		if *perNamespace > 0 {
+			name = fmt.Sprintf("load-%d", i/each)
+		}
+		if i%each == 0 && name != metav1.NamespaceDefault {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			if _, err := client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// createDeployments creates n Deployments of *replicas, the i-th in
+// namespaces[i], 16 at a time, and a Service for every other one, as
+// ClusterLoader2's load does (half as many Services as Deployments, each
+// selecting the Pods of one).
+func createDeployments(b testing.TB, client kubernetes.Interface, namespaces []string, n int) {
 	sem := make(chan struct{}, 16)
 	errs := make(chan error, n)
 	for i := range n {
@@ -339,6 +387,16 @@ func createDeployments(b testing.TB, client kubernetes.Interface, n int) {
 		go func() {
 			defer func() { <-sem }()
 			labels := map[string]string{"app": fmt.Sprintf("web-%d", i)}
+			if i%2 == 0 {
+				svc := &corev1.Service{
+					ObjectMeta: metav1.ObjectMeta{Name: labels["app"]},
+					Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+				}
+				if _, err := client.CoreV1().Services(namespaces[i]).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
 			d := &appsv1.Deployment{
 				ObjectMeta: metav1.ObjectMeta{Name: labels["app"]},
 				Spec: appsv1.DeploymentSpec{
@@ -350,7 +408,7 @@ func createDeployments(b testing.TB, client kubernetes.Interface, n int) {
 					},
 				},
 			}
-			_, err := client.AppsV1().Deployments(namespace).Create(context.Background(), d, metav1.CreateOptions{})
+			_, err := client.AppsV1().Deployments(namespaces[i]).Create(context.Background(), d, metav1.CreateOptions{})
 			errs <- err
 		}()
 	}
@@ -361,23 +419,28 @@ func createDeployments(b testing.TB, client kubernetes.Interface, n int) {
 	}
 }
 
-// namespace is where the benchmarks create their workloads.
+// namespace is where BenchmarkScheduling creates its Pods.
 const namespace = metav1.NamespaceDefault
 
-// watchPods counts the Pods of namespace an informer has seen in a state
-// that has (once counted, a Pod stays counted).
+// watchPods counts the Pods an informer has seen in a state that has
+// (once counted, a Pod stays counted). The benchmarks' control planes run
+// no Pods but theirs.
 func watchPods(b testing.TB, client kubernetes.Interface, has func(*corev1.Pod) bool) *atomic.Int64 {
 	ctx, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace))
+	factory := informers.NewSharedInformerFactory(client, 0)
 	b.Cleanup(func() { cancel(); factory.Shutdown() })
 	var n atomic.Int64
 	counted := map[string]bool{} // the handler's calls are sequential
 	update := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
-		if !ok || counted[p.Name] || !has(p) {
+		if !ok {
 			return
 		}
-		counted[p.Name] = true
+		key := p.Namespace + "/" + p.Name
+		if counted[key] || !has(p) {
+			return
+		}
+		counted[key] = true
 		n.Add(1)
 	}
 	informer := factory.Core().V1().Pods().Informer()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,19 +29,83 @@ var (
 	profileFor   = flag.Duration("profile-for", 30*time.Second, "how long -cpuprofile profiles")
 	profileAfter = flag.Duration("profile-after", 0, "how long after the nodes are Ready -cpuprofile starts: "+
 		"at large sizes the cost per Pod late in the run is what grows")
+	heapProfile = flag.String("heapprofile", "",
+		"BenchmarkRunning, BenchmarkScheduling: once the load is done, write a heap profile of kubeboot's server, taken after a collection, to this file, "+
+			"and log the runtime's live heap against the spans holding it")
 )
 
 // startProfiled starts a server with *nodes nodes and, with -cpuprofile,
 // a CPU profile of it from -profile-after on; the function returned
-// waits for the profile and writes it (with none, it does nothing).
+// waits for the profile and writes it, and with -heapprofile writes a
+// heap profile (with neither, it does nothing).
 func startProfiled(b *testing.B) (server, func()) {
-	if *cpuProfile == "" {
+	if *cpuProfile == "" && *heapProfile == "" {
 		return start(b, *nodes), func() {}
 	}
 	socket := filepath.Join(b.TempDir(), "debug.sock")
 	srv := start(b, *nodes, "--debug-socket-path="+socket)
-	prof := profileServer(socket, *profileAfter, *profileFor)
-	return srv, func() { prof.write(b, *cpuProfile) }
+	var prof *serverProfile
+	if *cpuProfile != "" {
+		prof = profileServer(socket, *profileAfter, *profileFor)
+	}
+	return srv, func() {
+		if prof != nil {
+			prof.write(b, *cpuProfile)
+		}
+		if *heapProfile != "" {
+			writeHeapProfile(b, socket, *heapProfile)
+		}
+	}
+}
+
+// debugClient is an HTTP client of the server's --debug-socket-path.
+func debugClient(socket string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}}
+}
+
+// debugGet reads path from the server's debug socket.
+func debugGet(client *http.Client, path string) ([]byte, error) {
+	resp, err := client.Get("http://server" + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// writeHeapProfile writes a heap profile of the server, taken after a
+// collection, to path, and logs the runtime's figures that the profile's
+// text form ends with: the live heap against the spans that hold it (Go's
+// heap does not compact, so the difference is room in spans still holding
+// live objects) and what the process has from the OS.
+func writeHeapProfile(tb testing.TB, socket, path string) {
+	client := debugClient(socket)
+	data, err := debugGet(client, "/debug/pprof/heap?gc=1")
+	if err != nil {
+		tb.Fatalf("heap profile: %v", err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	text, err := debugGet(client, "/debug/pprof/heap?debug=1")
+	if err != nil {
+		tb.Fatalf("heap profile: %v", err)
+	}
+	var stats []string
+	for _, line := range strings.Split(string(text), "\n") {
+		for _, name := range []string{"HeapAlloc", "HeapInuse", "HeapIdle", "HeapReleased", "Sys"} {
+			if strings.HasPrefix(line, "# "+name+" = ") {
+				n, _ := strconv.ParseUint(strings.TrimPrefix(line, "# "+name+" = "), 10, 64)
+				stats = append(stats, fmt.Sprintf("%s %d MiB", name, n>>20))
+			}
+		}
+	}
+	tb.Logf("heap profile %s, after a collection: %s", path, strings.Join(stats, ", "))
 }
 
 // serverProfile is a CPU profile being taken of a server through its
@@ -55,23 +120,10 @@ type serverProfile struct {
 // from the server listening on the debug socket at socket.
 func profileServer(socket string, after, d time.Duration) *serverProfile {
 	p := &serverProfile{done: make(chan struct{})}
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}}}
 	go func() {
 		defer close(p.done)
 		time.Sleep(after)
-		resp, err := client.Get(fmt.Sprintf("http://server/debug/pprof/profile?seconds=%d", int(d.Seconds())))
-		if err != nil {
-			p.err = err
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			p.err = fmt.Errorf("profile: %s", resp.Status)
-			return
-		}
-		p.data, p.err = io.ReadAll(resp.Body)
+		p.data, p.err = debugGet(debugClient(socket), fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())))
 	}()
 	return p
 }

@@ -61,9 +61,9 @@ const (
 	peerSchedulerToken         = "kubeboot-differential-scheduler"
 )
 
-// PeerArgs are flags added to the peer's components.
+// PeerArgs are flags added to the peer's processes.
 type PeerArgs struct {
-	ControllerManager, Scheduler []string
+	APIServer, ControllerManager, Scheduler []string
 }
 
 // StartPeerControlPlane starts the peer control plane with its files in
@@ -122,7 +122,7 @@ func (c *PeerControlPlane) start(bins PeerBinaries, dir string, extra PeerArgs) 
 		peerSchedulerToken+",system:kube-scheduler,sched\n"), 0o600); err != nil {
 		return err
 	}
-	if c.Peer, err = startPeer(bins.APIServer, dir, etcdURL, "--token-auth-file="+tokens); err != nil {
+	if c.Peer, err = startPeer(bins.APIServer, dir, etcdURL, append([]string{"--token-auth-file=" + tokens}, extra.APIServer...)...); err != nil {
 		return err
 	}
 	saKey, err := pki.EnsureSigningKey(filepath.Join(dir, "pki"), pki.ServiceAccountKeyName)

@@ -92,17 +92,18 @@ func Stop(tb testing.TB, srv *harness.APIServer, timeout time.Duration) {
 	}
 }
 
-// Components are flags for the controller manager and the scheduler, given
-// alike to both control planes: `kubeboot server` passes them to the
-// components it runs in its process (Server), the peer to its component
-// processes (BuildPeerControlPlane).
+// Components are flags for the API server, the controller manager and
+// the scheduler, given alike to both control planes: `kubeboot server`
+// takes the API server's as its own and passes the others to the
+// components it runs in its process (Server), the peer to its processes
+// (BuildPeerControlPlane).
 type Components struct {
-	ControllerManager, Scheduler []string
+	APIServer, ControllerManager, Scheduler []string
 }
 
 // kubebootFlags are the flags of `kubeboot server` that pass c on.
 func (c Components) kubebootFlags() []string {
-	var flags []string
+	flags := slices.Clone(c.APIServer)
 	for _, f := range c.ControllerManager {
 		flags = append(flags, "--controller-manager-arg="+f)
 	}
@@ -173,5 +174,5 @@ func BuildPeerControlPlane(tb testing.TB, components Components) PeerControlPlan
 func (p PeerControlPlane) Start(tb testing.TB) *harness.PeerControlPlane {
 	tb.Helper()
 	return harness.StartPeerControlPlane(tb, p.bins, tb.TempDir(),
-		harness.PeerArgs{ControllerManager: p.components.ControllerManager, Scheduler: p.components.Scheduler})
+		harness.PeerArgs{APIServer: p.components.APIServer, ControllerManager: p.components.ControllerManager, Scheduler: p.components.Scheduler})
 }
