@@ -350,9 +350,10 @@ func BenchmarkIdle(b *testing.B) {
 // order, the namespace of each Deployment. Kubernetes' own scalability
 // tests keep to 3,000 Pods a namespace (SIG Scalability's thresholds;
 // ClusterLoader2's load puts 100 nodes' worth in each), and upstream's
-// controllers and scheduler list a namespace's ReplicaSets for each
-// Deployment synced and each Pod scored, so one namespace of 150,000
-// Pods measures those lists, not the cluster's size.
+// code lists by namespace: the Deployment controller its ReplicaSets on
+// every sync, the endpoints controllers its Pods for every Service, the
+// scheduler's default spreading its Pods on every node scored. One
+// namespace of 150,000 Pods measures those lists, not the cluster's size.
 func loadNamespaces(tb testing.TB, client kubernetes.Interface, n int) []string {
 	each := n
 	if *perNamespace > 0 {
