@@ -30,27 +30,35 @@ const settle, idleSample = 15 * time.Second, 10 * time.Second
 // (single runs of the same build ranged 1.07x to 1.62x).
 const flatCostRuns = 2
 
-// TestFlatCost is CI's check of issue 41's flat cost per Pod, at the size
-// the issue names for CI: the CPU `kubeboot server` spends per Pod on 200
-// simulated nodes and 6,000 Pods may be at most flatCostLimit times what
-// it spends on 50 nodes and 1,500 (costPerPod), each the least of
-// flatCostRuns runs, alternating.
+// size is one cluster costPerPod measures, written nodes/Pods.
+type size struct{ nodes, pods int }
+
+func (s size) String() string { return fmt.Sprintf("%d/%d", s.nodes, s.pods) }
+
+// ciSizes are the smaller and the larger size issue 41 names for CI.
+var ciSizes = [2]size{{nodes: 50, pods: 1500}, {nodes: 200, pods: 6000}}
+
+// TestFlatCost is CI's check of issue 41's flat cost per Pod: the CPU
+// `kubeboot server` spends per Pod (costPerPod) at the larger of ciSizes
+// may be at most flatCostLimit times what it spends at the smaller, each
+// the least of flatCostRuns runs, alternating.
 func TestFlatCost(t *testing.T) {
-	small, large := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	small, large := ciSizes[0], ciSizes[1]
+	smallCost, largeCost := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for range flatCostRuns {
-		small = min(small, costPerPod(t, 50, 1500))
-		large = min(large, costPerPod(t, 200, 6000))
+		smallCost = min(smallCost, costPerPod(t, small))
+		largeCost = min(largeCost, costPerPod(t, large))
 	}
-	ratio := float64(large) / float64(small)
-	t.Logf("CPU per Pod, the least of %d runs: %s at 50 nodes / 1,500 Pods, %s at 200 / 6,000: %.2fx", flatCostRuns, small, large, ratio)
+	ratio := float64(largeCost) / float64(smallCost)
+	t.Logf("CPU per Pod, the least of %d runs: %s at %s nodes/Pods, %s at %s: %.2fx", flatCostRuns, smallCost, small, largeCost, large, ratio)
 	if ratio > flatCostLimit {
-		t.Errorf("CPU per Pod at 200 nodes / 6,000 Pods is %.2fx that at 50 / 1,500: more than %.1fx, so the cost per Pod grows with the cluster", ratio, flatCostLimit)
+		t.Errorf("CPU per Pod at %s nodes/Pods is %.2fx that at %s: more than %.1fx, so the cost per Pod grows with the cluster", large, ratio, small, flatCostLimit)
 	}
 }
 
 // flatSizes are BenchmarkFlatCost's two sizes, nodes/Pods each: by
 // default TestFlatCost's; issue 41 names 100/3000,1000/30000.
-var flatSizes = flag.String("flat-sizes", "50/1500,200/6000", "BenchmarkFlatCost: the smaller and the larger size, as nodes/Pods,nodes/Pods")
+var flatSizes = flag.String("flat-sizes", ciSizes[0].String()+","+ciSizes[1].String(), "BenchmarkFlatCost: the smaller and the larger size, as nodes/Pods,nodes/Pods")
 
 // BenchmarkFlatCost is TestFlatCost's measurement at -flat-sizes, each
 // iteration one run of each size, reporting the medians:
@@ -58,18 +66,17 @@ var flatSizes = flag.String("flat-sizes", "50/1500,200/6000", "BenchmarkFlatCost
 //	go test ./bench/nodes -run '^$' -bench FlatCost -benchtime 2x -timeout 40m
 //	go test ./bench/nodes -run '^$' -bench FlatCost -benchtime 2x -timeout 90m -args -flat-sizes 100/3000,1000/30000
 func BenchmarkFlatCost(b *testing.B) {
-	var sizes [2]struct{ nodes, pods int }
+	var sizes [2]size
 	if _, err := fmt.Sscanf(*flatSizes, "%d/%d,%d/%d", &sizes[0].nodes, &sizes[0].pods, &sizes[1].nodes, &sizes[1].pods); err != nil {
 		b.Fatalf("-flat-sizes %q: want nodes/Pods,nodes/Pods: %v", *flatSizes, err)
 	}
 	small, large := sizes[0], sizes[1]
 	var smalls, larges, ratios []float64
 	for range b.N {
-		s := costPerPod(b, small.nodes, small.pods)
-		l := costPerPod(b, large.nodes, large.pods)
+		s := costPerPod(b, small)
+		l := costPerPod(b, large)
 		ratio := float64(l) / float64(s)
-		b.Logf("CPU per Pod: %s at %d nodes / %d Pods, %s at %d / %d: %.2fx (target: at most %.1fx)",
-			s, small.nodes, small.pods, l, large.nodes, large.pods, ratio, flatCostLimit)
+		b.Logf("CPU per Pod: %s at %s nodes/Pods, %s at %s: %.2fx (target: at most %.1fx)", s, small, l, large, ratio, flatCostLimit)
 		smalls, larges = append(smalls, float64(s)/1e6), append(larges, float64(l)/1e6)
 		ratios = append(ratios, ratio)
 	}
@@ -79,12 +86,12 @@ func BenchmarkFlatCost(b *testing.B) {
 }
 
 // costPerPod is the CPU `kubeboot server` spends per Pod brought to
-// Running and Ready, for pods Pods in Deployments of 30 on nodes simulated
-// nodes, on a fresh server left to settle first, with what the idle nodes
-// cost over the run taken out (a run slowed by a busy machine would
+// Running and Ready, for c.pods Pods in Deployments of 30 on c.nodes
+// simulated nodes, on a fresh server left to settle first, with what the
+// idle nodes cost over the run taken out (a run slowed by a busy machine would
 // otherwise count its heartbeats as the Pods' work).
-func costPerPod(t testing.TB, nodes, pods int) time.Duration {
-	srv := start(t, nodes)
+func costPerPod(t testing.TB, c size) time.Duration {
+	srv := start(t, c.nodes)
 	defer benchserver.Stop(t, srv.APIServer, time.Minute)
 	pid := srv.PID()
 	time.Sleep(settle)
@@ -92,8 +99,8 @@ func costPerPod(t testing.TB, nodes, pods int) time.Duration {
 	began := time.Now()
 	time.Sleep(idleSample)
 	idle := float64(benchserver.CPUOf(t, pid)-cpu0) / float64(time.Since(began)) // cores
-	f := running(t, "kubeboot", srv.client, []int{pid}, nodes, pods)
+	f := running(t, "kubeboot", srv.client, []int{pid}, c.nodes, c.pods)
 	work := f.cpu - time.Duration(idle*float64(f.took))
-	t.Logf("%d nodes: idle %.3f cores; %s of CPU in %s, %s of it the Pods'", nodes, idle, f.cpu.Round(time.Millisecond), f.took.Round(time.Millisecond), work.Round(time.Millisecond))
-	return work / time.Duration(pods)
+	t.Logf("%d nodes: idle %.3f cores; %s of CPU in %s, %s of it the Pods'", c.nodes, idle, f.cpu.Round(time.Millisecond), f.took.Round(time.Millisecond), work.Round(time.Millisecond))
+	return work / time.Duration(c.pods)
 }
