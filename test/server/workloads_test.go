@@ -393,16 +393,20 @@ func checkEndpointSliceMirroring(t *testing.T, client kubernetes.Interface) {
 	})
 }
 
-// checkResourceQuota: the controller computes a quota's status, without
-// which its namespace's Pods are refused, and gives back what deleted
-// Pods used (admission only ever adds).
+// checkResourceQuota: the controller computes a quota's status, which
+// quota admission then counts each Pod against, and gives back what
+// deleted Pods used (admission only ever adds).
 func checkResourceQuota(t *testing.T, client kubernetes.Interface) {
 	const ns = "resourcequota"
 	workNamespace(t, client, ns)
 	ctx := context.Background()
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "pods"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			corev1.ResourcePods: resource.MustParse("2"),
+			// No Services: the probe below that admission has the status.
+			corev1.ResourceServices: resource.MustParse("0"),
+		}},
 	}
 	if _, err := client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -420,6 +424,19 @@ func checkResourceQuota(t *testing.T, client kubernetes.Interface) {
 		})
 	}
 	waitUsed(0)
+	// Quota admission reads quotas from the API server's own informer,
+	// which may see the status a moment after this client did; until
+	// then it admits Pods uncounted, as upstream's does, and the
+	// controller recounts them only at its full resync (5 minutes). A
+	// Service refused for the quota says admission has the status.
+	probe := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	eventually(t, 10*time.Second, "quota admission refusing a Service over services=0", func(ctx context.Context) (bool, string) {
+		_, err := client.CoreV1().Services(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"), fmt.Sprint(err)
+	})
 	createPod(t, client, ns, "pod-0", nil, pinnedSpec(worker))
 	createPod(t, client, ns, "pod-1", nil, pinnedSpec(worker))
 	waitUsed(2)
