@@ -435,13 +435,13 @@ func checkResourceQuota(t *testing.T, client kubernetes.Interface) {
 	}
 	eventually(t, 10*time.Second, "quota admission refusing a Service over services=0", func(ctx context.Context) (bool, string) {
 		_, err := client.CoreV1().Services(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"), fmt.Sprint(err)
+		return exceedsQuota(err), fmt.Sprint(err)
 	})
 	createPod(t, client, ns, "pod-0", nil, pinnedSpec(worker))
 	createPod(t, client, ns, "pod-1", nil, pinnedSpec(worker))
 	waitUsed(2)
 	third := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-2"}, Spec: pinnedSpec(worker)}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, third, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") {
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, third, metav1.CreateOptions{}); !exceedsQuota(err) {
 		t.Fatalf("a third Pod over a quota of 2: want Forbidden, exceeded quota; got %v", err)
 	}
 	if err := client.CoreV1().Pods(ns).Delete(ctx, "pod-0", metav1.DeleteOptions{}); err != nil {
@@ -455,6 +455,12 @@ func checkResourceQuota(t *testing.T, client kubernetes.Interface) {
 		_, err := client.CoreV1().Pods(ns).Create(ctx, third, metav1.CreateOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
+}
+
+// exceedsQuota says err is quota admission's refusal of an object over a
+// quota's hard limit.
+func exceedsQuota(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
 }
 
 // checkDisruption: a PodDisruptionBudget's status counts its healthy
