@@ -167,7 +167,7 @@ func servingSpec(cfg *completedConfig) pki.ServingSpec {
 	}
 	names := []string{
 		"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-		"kubernetes.default.svc." + cfg.ClusterDomain,
+		"kubernetes.default.svc." + cfg.Nodes.ClusterDomain,
 	}
 	if h, err := os.Hostname(); err == nil && h != "" {
 		names = append(names, h)

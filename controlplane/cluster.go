@@ -282,9 +282,7 @@ func (a agents) Admit(ctx context.Context, nodeName, password string) (clusterjo
 		return clusterjoin.AgentCredentials{}, err
 	}
 	creds := clusterjoin.AgentCredentials{BootstrapToken: token, ProxyCert: proxy.CertPEM, ProxyKey: proxy.KeyPEM,
-		ClusterDNS: a.s.cfg.clusterDNS.String(), ClusterDomain: a.s.cfg.ClusterDomain,
-		ClusterCIDR: a.s.cfg.PodNetwork.ClusterCIDR, FlannelBackend: a.s.cfg.PodNetwork.Backend, LocalStorage: a.s.cfg.LocalStorage,
-		EmbeddedRegistry: a.s.cfg.EmbeddedRegistry, NetworkPolicy: a.s.cfg.NetworkPolicy}
+		Settings: a.s.cfg.Nodes}
 	agent, err := a.s.AgentCertificate(nodeName)
 	if err != nil {
 		return clusterjoin.AgentCredentials{}, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"path/filepath"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -59,16 +58,9 @@ type Settings struct {
 	ServiceAccountSigningKeyFile string
 	// ServiceClusterIPRange is Config.ServiceClusterIPRange, resolved.
 	ServiceClusterIPRange string
-	// ClusterDomain and ClusterDNS are Config's, resolved: the cluster
-	// DNS's zone and address, which the kubelets are given.
-	ClusterDomain string
-	ClusterDNS    netip.Addr
-	// PodNetwork, LocalStorage, EmbeddedRegistry and NetworkPolicy are
-	// Config's.
-	PodNetwork       PodNetwork
-	LocalStorage     bool
-	EmbeddedRegistry bool
-	NetworkPolicy    bool
+	// Nodes are Config.Nodes, resolved (the cluster DNS's address
+	// among them): what every node runs with.
+	Nodes NodeSettings
 	// Progress is Config.Progress: where a component whose start can take
 	// long reports how far it has come. Nil: nowhere.
 	Progress func(ProgressUpdate)
@@ -163,12 +155,7 @@ func (cc *completedConfig) componentSettings() Settings {
 		CAKeyFile:                    filepath.Join(pkiDir, pki.CAName+".key"),
 		ServiceAccountSigningKeyFile: cc.ServiceAccountSigningKeyFile,
 		ServiceClusterIPRange:        cc.ServiceClusterIPRange,
-		ClusterDomain:                cc.ClusterDomain,
-		ClusterDNS:                   cc.clusterDNS,
-		PodNetwork:                   cc.PodNetwork,
-		LocalStorage:                 cc.LocalStorage,
-		EmbeddedRegistry:             cc.EmbeddedRegistry,
-		NetworkPolicy:                cc.NetworkPolicy,
+		Nodes:                        cc.Nodes,
 		Progress:                     cc.Progress,
 		kubeconfigs:                  &cc.componentKubeconfigs,
 	}

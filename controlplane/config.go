@@ -8,11 +8,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
@@ -29,6 +27,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/internal/platform/etcdsnapshot"
 	"github.com/kubeboot/kubeboot/internal/platform/network"
+	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/internal/platform/progress"
 	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
@@ -171,38 +170,19 @@ type Config struct {
 	// Default: 1m.
 	RepairDeadline time.Duration
 
-	// ClusterDomain is the DNS domain of Services: the serving
-	// certificate names kubernetes.default.svc.<ClusterDomain>, and the
-	// service account issuer defaults to its URL; it is the kubelets'
-	// clusterDomain and cluster DNS's zone (--cluster-domain). Default:
-	// cluster.local.
-	ClusterDomain string
-	// ClusterDNS is the cluster DNS's address: the kube-dns Service's
-	// ClusterIP and the kubelets' clusterDNS (--cluster-dns). Default: the
-	// tenth address of the primary Service range (kubeadm's; 10.96.0.10).
-	ClusterDNS string
-	// PodNetwork is the cluster's pod network, which the nodes of
-	// `--node` and the agents are told (podnetwork runs it on each).
-	// Zero: none, the nodes' CNI is the user's.
-	PodNetwork PodNetwork
-	// LocalStorage is whether the nodes of `--node` and the agents make
-	// the volumes of the claims placed on them (localstorage).
-	LocalStorage bool
-	// EmbeddedRegistry is whether the nodes of `--node` and the agents
-	// serve each other the images their runtimes hold, for the
-	// registries their registries.yaml mirrors (registrymirror;
-	// --embedded-registry).
-	EmbeddedRegistry bool
-	// NetworkPolicy is whether the nodes of `--node` and the agents
-	// enforce the NetworkPolicies of their Pods (networkpolicy), on
-	// kubeboot's pod network.
-	NetworkPolicy bool
+	// Nodes are the cluster's settings that every node runs with (cluster
+	// DNS and domain, pod network, local storage, embedded registry
+	// mirror, NetworkPolicy): the nodes of `--node` and the agents are
+	// told them. ClusterDomain also names the serving certificate's
+	// kubernetes.default.svc.<ClusterDomain> and the default service
+	// account issuer. Default: ClusterDomain cluster.local, the rest off.
+	Nodes NodeSettings
 
 	// Authentication is kube-apiserver's authentication group: client
 	// certificates (--client-ca-file: CAs accepted besides the generated
 	// one), --token-auth-file, service account tokens
 	// (--service-account-issuer, default
-	// https://kubernetes.default.svc.<ClusterDomain>;
+	// https://kubernetes.default.svc.<Nodes.ClusterDomain>;
 	// --service-account-key-file, default the signing key;
 	// --service-account-lookup, --service-account-max-token-expiration,
 	// --service-account-extend-token-expiration, ...), bootstrap tokens
@@ -284,8 +264,6 @@ type completedConfig struct {
 	apiserver apiserver.Config
 	// components are Config.Components, completed.
 	components []completedComponent
-	// clusterDNS is ClusterDNS, resolved.
-	clusterDNS netip.Addr
 	// componentKubeconfigs are written with the certificates, for the
 	// components that serve a port of their own.
 	componentKubeconfigs []componentKubeconfig
@@ -312,8 +290,7 @@ func (c CompletedConfig) Warnings() []string { return c.warnings }
 
 // Defaults, as kube-apiserver's where it has one.
 const (
-	DefaultSecurePort    = 6443
-	DefaultClusterDomain = "cluster.local"
+	DefaultSecurePort = 6443
 	// DefaultCertificateCheckInterval is how often a running server
 	// renews its certificates when they need it.
 	DefaultCertificateCheckInterval = time.Hour
@@ -358,7 +335,7 @@ func NewConfig() Config {
 		EndpointReconcileInterval: reconcilers.DefaultReconcileInterval,
 		RepairInterval:            services.DefaultRepairInterval,
 		RepairDeadline:            services.DefaultRepairDeadline,
-		ClusterDomain:             DefaultClusterDomain,
+		Nodes:                     NodeSettings{ClusterDomain: nodesettings.DefaultClusterDomain},
 
 		Authentication: apiserver.NewAuthenticationOptions(),
 		Authorization:  apiserver.NewAuthorizationOptions(),
@@ -469,16 +446,13 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if cc.CertificateCheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("the certificate check interval %s must be positive", cc.CertificateCheckInterval))
 	}
-	if msgs := validation.IsDNS1123Subdomain(cc.ClusterDomain); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("--cluster-domain %q: %s", cc.ClusterDomain, strings.Join(msgs, "; ")))
+	if err := cc.Nodes.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if serviceCIDRs.Primary.IsValid() {
-		if cc.clusterDNS, err = network.ClusterDNS(cc.ClusterDNS, serviceCIDRs.Primary); err != nil {
+		if cc.Nodes.ClusterDNS, err = network.ClusterDNS(cc.Nodes.ClusterDNS, serviceCIDRs.Primary); err != nil {
 			errs = append(errs, fmt.Errorf("--cluster-dns: %w", err))
 		}
-	}
-	if err := cc.PodNetwork.Validate(); err != nil {
-		errs = append(errs, err)
 	}
 	errs = append(errs, cc.completeAuthentication()...)
 	errs = append(errs, cc.Authorization.Validate()...)
@@ -629,7 +603,7 @@ func (cc *completedConfig) completeAuthentication() []error {
 		sa := *authn.ServiceAccounts
 		authn.ServiceAccounts = &sa
 		if len(sa.Issuers) == 0 {
-			sa.Issuers = []string{"https://kubernetes.default.svc." + cc.ClusterDomain}
+			sa.Issuers = []string{"https://kubernetes.default.svc." + cc.Nodes.ClusterDomain}
 		}
 		if len(sa.KeyFiles) == 0 {
 			sa.KeyFiles = []string{cc.ServiceAccountSigningKeyFile}

@@ -54,7 +54,7 @@ func TestComplete(t *testing.T) {
 				}
 			}},
 		{name: "the service account issuer follows the cluster domain",
-			edit: func(c *Config) { c.ClusterDomain = "example.org" },
+			edit: func(c *Config) { c.Nodes.ClusterDomain = "example.org" },
 			check: func(t *testing.T, cc *completedConfig) {
 				if got := cc.Authentication.ServiceAccounts.Issuers; !slices.Equal(got, []string{"https://kubernetes.default.svc.example.org"}) {
 					t.Errorf("issuers %v", got)

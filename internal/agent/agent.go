@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -170,10 +169,6 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 	if err != nil {
 		return err
 	}
-	dns, err := netip.ParseAddr(creds.ClusterDNS)
-	if err != nil {
-		return fmt.Errorf("--server %s: the cluster DNS address %q: %w", o.Server, creds.ClusterDNS, err)
-	}
 	if !stored {
 		if err := hostnode.StorePassword(dir, password); err != nil {
 			return fmt.Errorf("--data-dir %s: %w", dir, err)
@@ -183,14 +178,9 @@ func Run(ctx context.Context, o *Options, joined func() error) error {
 		return err
 	}
 	return o.run(ctx, hostnode.Cluster{
-		CA:               client.CA,
-		DNS:              dns,
-		DNSDomain:        creds.ClusterDomain,
-		PodNetwork:       controlplane.PodNetwork{ClusterCIDR: creds.ClusterCIDR, Backend: creds.FlannelBackend},
-		LocalStorage:     creds.LocalStorage,
-		EmbeddedRegistry: creds.EmbeddedRegistry,
-		NetworkPolicy:    creds.NetworkPolicy,
-		BootstrapToken:   func(context.Context) (string, error) { return creds.BootstrapToken, nil },
+		CA:             client.CA,
+		Settings:       creds.Settings,
+		BootstrapToken: func(context.Context) (string, error) { return creds.BootstrapToken, nil },
 		WriteProxyKubeconfig: func(path string) error {
 			return o.writeKubeconfig(path, "kube-proxy's certificate", client.CA, creds.ProxyCert, creds.ProxyKey)
 		},
@@ -218,7 +208,7 @@ func (o *Options) run(ctx context.Context, cluster hostnode.Cluster) error {
 	go b.serve(ctx)
 	cluster.URL = balancerURL(o.BalancerPort)
 	cluster.Started = func(ctx context.Context) {
-		if t, err := newTunnels(hostnode.AgentKubeconfig(o.DataDir), cluster.PodNetwork.ClusterCIDR); err != nil {
+		if t, err := newTunnels(hostnode.AgentKubeconfig(o.DataDir), cluster.Settings.PodNetwork.ClusterCIDR); err != nil {
 			klog.FromContext(ctx).Error(err, "The node opens no tunnels to the servers: a server not on the pod network cannot reach its Pods")
 		} else {
 			b.subscribe(func(servers []string) { t.set(ctx, servers) })

@@ -31,6 +31,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/components/servicelb"
 	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
+	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 )
 
 // controllerManagerFlags are the kube-controller-manager flags `kubeboot
@@ -107,7 +108,7 @@ func NewServer() (*Server, error) {
 	// tokens (`kubeboot agent`, --node), so a server authenticates them.
 	o.ControlPlane.Authentication.BootstrapToken.Enable = true
 	// Their Pods reach each other through flannel's vxlan, as k3s's.
-	o.ControlPlane.PodNetwork.Backend = controlplane.PodNetworkVXLAN
+	o.ControlPlane.Nodes.PodNetwork.Backend = nodesettings.VXLAN
 	o.controllerManagerFlags = flagSet("kube-controller-manager",
 		kubecontrollermanager.Flags(cm).FlagSets)
 	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
@@ -135,15 +136,16 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 		"kube-scheduler's --config: the path to its configuration file (KubeSchedulerConfiguration).")
 	o.SimulatedNodes.AddFlags(fs)
 	o.Node.AddFlags(fs)
-	fs.StringVar(&o.ControlPlane.ClusterDomain, "cluster-domain", o.ControlPlane.ClusterDomain,
+	nodes := &o.ControlPlane.Nodes
+	fs.StringVar(&nodes.ClusterDomain, "cluster-domain", nodes.ClusterDomain,
 		"The cluster's DNS domain: Services are <name>.<namespace>.svc.<domain> (the kubelets' clusterDomain).")
-	fs.StringVar(&o.ControlPlane.ClusterDNS, "cluster-dns", o.ControlPlane.ClusterDNS,
+	fs.Var(addrValue{&nodes.ClusterDNS}, "cluster-dns",
 		"The cluster DNS's address, the kube-dns Service's ClusterIP, which the kubelets give Pods (default: the Service range's tenth address, 10.96.0.10).")
 	o.ClusterDNS.AddFlags(fs)
-	fs.StringVar(&o.ControlPlane.PodNetwork.Backend, "flannel-backend", o.ControlPlane.PodNetwork.Backend,
-		"How the nodes' Pods reach each other (flannel, in each node's process): "+strings.Join(controlplane.PodNetworkBackends, ", ")+
+	fs.StringVar(&nodes.PodNetwork.Backend, "flannel-backend", nodes.PodNetwork.Backend,
+		"How the nodes' Pods reach each other (flannel, in each node's process): "+strings.Join(nodesettings.Backends, ", ")+
 			"; none leaves the CNI to you. The nodes' pod CIDRs come from --cluster-cidr.")
-	fs.BoolVar(&o.ControlPlane.EmbeddedRegistry, "embedded-registry", o.ControlPlane.EmbeddedRegistry,
+	fs.BoolVar(&nodes.EmbeddedRegistry, "embedded-registry", nodes.EmbeddedRegistry,
 		"The nodes serve each other the images their containerd holds, for the registries their registries.yaml lists under mirrors (k3s's flag): "+
 			"an image pulled or imported on one node is pulled by the others from it, over TLS with the cluster's certificates, on port "+strconv.Itoa(registrymirror.Port)+".")
 	fs.StringSliceVar(&o.Disable, "disable", o.Disable,
@@ -207,9 +209,9 @@ func (o *Server) Validate() error {
 	errs = append(errs, err)
 	errs = append(errs, o.SimulatedNodes.Validate(ipam)...)
 	errs = append(errs, o.validateNodeCIDRs(ipam))
-	if o.ControlPlane.PodNetwork.Enabled() && !o.allocatesNodeCIDRs() {
+	if o.ControlPlane.Nodes.PodNetwork.Enabled() && !o.allocatesNodeCIDRs() {
 		errs = append(errs, fmt.Errorf("--flannel-backend %s needs --allocate-node-cidrs: flannel routes each node's pod CIDR (or --flannel-backend=none)",
-			o.ControlPlane.PodNetwork.Backend))
+			o.ControlPlane.Nodes.PodNetwork.Backend))
 	}
 	errs = append(errs, o.validateNode())
 	return errors.Join(errs...)
@@ -319,7 +321,9 @@ func (o *Server) validateNode() error {
 // process, and the simulated nodes and this host's node when asked for.
 func (o *Server) Config() controlplane.Config {
 	c := o.APIServer.Config()
-	c.PodNetwork.ClusterCIDR = o.ControllerManager.KubeCloudShared.ClusterCIDR
+	// The pod network's range is kube-controller-manager's, which gives
+	// the nodes their pod CIDRs of it.
+	c.Nodes.PodNetwork.ClusterCIDR = o.ControllerManager.KubeCloudShared.ClusterCIDR
 	// kube-controller-manager signs the kubelets' certificates;
 	// kubeletclient approves a node's first client certificate, for the
 	// node its bootstrap token names, and kubeletserving the serving
@@ -339,14 +343,14 @@ func (o *Server) Config() controlplane.Config {
 		c.Components = append(c.Components, clusterdns.New(o.ClusterDNS))
 	}
 	if !slices.Contains(o.Disable, "local-storage") {
-		c.LocalStorage = true
+		c.Nodes.LocalStorage = true
 		c.Components = append(c.Components, localstorage.New(o.SimulatedNodes.Count > 0))
 	}
 	if !slices.Contains(o.Disable, "servicelb") {
 		c.Components = append(c.Components, servicelb.New())
 	}
 	if !slices.Contains(o.Disable, "network-policy") {
-		c.NetworkPolicy = true
+		c.Nodes.NetworkPolicy = true
 		c.Components = append(c.Components, networkpolicy.New())
 	}
 	if slices.Contains(o.Disable, "metrics-server") {
@@ -370,3 +374,28 @@ func (o *Server) Config() controlplane.Config {
 	}
 	return c
 }
+
+// addrValue is a flag whose value is an IP address; empty is unset.
+type addrValue struct{ addr *netip.Addr }
+
+func (v addrValue) String() string {
+	if !v.addr.IsValid() {
+		return ""
+	}
+	return v.addr.String()
+}
+
+func (v addrValue) Set(s string) error {
+	if s == "" {
+		*v.addr = netip.Addr{}
+		return nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return fmt.Errorf("%q is not an IP address", s)
+	}
+	*v.addr = a
+	return nil
+}
+
+func (addrValue) Type() string { return "ip" }

@@ -49,7 +49,7 @@ func TestClusterCIDRForSimulatedNodes(t *testing.T) {
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("Validate: %v, want an error naming %s", err, tc.wantErr)
 			}
-			if got := o.Config().PodNetwork.ClusterCIDR; got != tc.want {
+			if got := o.Config().Nodes.PodNetwork.ClusterCIDR; got != tc.want {
 				t.Errorf("cluster CIDR %s, want %s", got, tc.want)
 			}
 		})

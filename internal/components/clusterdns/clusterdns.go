@@ -178,7 +178,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	}
 	defer instance.Stop() //nolint:errcheck // stopping is best effort
 	served := netip.AddrPortFrom(addr, uint16(port))
-	logger.Info("Serving cluster DNS", "address", served, "service", c.settings.ClusterDNS, "domain", c.settings.ClusterDomain)
+	logger.Info("Serving cluster DNS", "address", served, "service", c.settings.Nodes.ClusterDNS, "domain", c.settings.Nodes.ClusterDomain)
 	own := endpointSlice(served)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := publish(ctx, client, own); err != nil && ctx.Err() == nil {
@@ -214,7 +214,7 @@ func (c *Component) corefile(addr netip.Addr, port int, kubeconfig string) strin
     cache 30
     loadbalance
 }
-`, port, addr, c.settings.ClusterDomain, kubeconfig, upstreams)
+`, port, addr, c.settings.Nodes.ClusterDomain, kubeconfig, upstreams)
 }
 
 // setUp sets CoreDNS's plugin order once for the process, and gives klog
@@ -266,7 +266,7 @@ func freePort(addr netip.Addr) (int, error) {
 // if it is missing; one there at another address is an error, as
 // kubeadm's.
 func (c *Component) ensureService(ctx context.Context, client kubernetes.Interface) error {
-	ip := c.settings.ClusterDNS.String()
+	ip := c.settings.Nodes.ClusterDNS.String()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: ServiceName, Namespace: metav1.NamespaceSystem, Labels: map[string]string{
 			"k8s-app": ServiceName, "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}},

@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	kubeconfigutil "k8s.io/kubernetes/cmd/kubeadm/app/util/kubeconfig"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
+	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
@@ -50,31 +51,18 @@ func Joined(dir string, now time.Time) bool {
 }
 
 // JoinedCluster is the cluster as the node in dir, which has joined
-// (Joined), keeps it: the CA and the cluster DNS its kubelet was given,
-// the pod network and whether it has local storage.
+// (Joined), keeps it: the CA its kubelet was given and the cluster's
+// settings (cluster.json).
 func JoinedCluster(dir string) (Cluster, error) {
 	ca, err := os.ReadFile(filepath.Join(dir, clientCAName))
 	if err != nil {
 		return Cluster{}, err
 	}
-	data, err := os.ReadFile(filepath.Join(dir, kubeletConfigName))
+	settings, err := readClusterSettings(dir)
 	if err != nil {
 		return Cluster{}, err
 	}
-	var cfg kubeletconfigv1beta1.KubeletConfiguration
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		return Cluster{}, fmt.Errorf("%s: %w", kubeletConfigName, err)
-	}
-	c := Cluster{CA: ca, DNSDomain: cfg.ClusterDomain}
-	if len(cfg.ClusterDNS) > 0 {
-		if c.DNS, err = netip.ParseAddr(cfg.ClusterDNS[0]); err != nil {
-			return Cluster{}, fmt.Errorf("%s: clusterDNS: %w", kubeletConfigName, err)
-		}
-	}
-	if err := readClusterSettings(dir, &c); err != nil {
-		return Cluster{}, err
-	}
-	return c, nil
+	return Cluster{CA: ca, Settings: settings}, nil
 }
 
 // ProxyKubeconfig is kube-proxy's kubeconfig in the node's dir.
@@ -112,34 +100,45 @@ func writeBootstrapKubeconfig(path, url string, caPEM []byte, token string) erro
 	return kubeconfigutil.WriteToDisk(path, kubeconfigutil.CreateWithToken(url, controlplane.ClusterName, bootstrapUser, caPEM, token))
 }
 
-// clusterSettings are what a node keeps of the cluster's settings beyond
-// its kubelet's configuration, for its next start.
-type clusterSettings struct {
-	PodNetwork       controlplane.PodNetwork `json:"podNetwork"`
-	LocalStorage     bool                    `json:"localStorage"`
-	EmbeddedRegistry bool                    `json:"embeddedRegistry,omitempty"`
-	NetworkPolicy    bool                    `json:"networkPolicy,omitempty"`
-}
-
-func writeClusterSettings(dir string, c Cluster) error {
-	data, err := json.Marshal(clusterSettings{PodNetwork: c.PodNetwork, LocalStorage: c.LocalStorage,
-		EmbeddedRegistry: c.EmbeddedRegistry, NetworkPolicy: c.NetworkPolicy})
+// writeClusterSettings keeps the cluster's settings in dir, for the
+// node's next start without a server.
+func writeClusterSettings(dir string, s nodesettings.Settings) error {
+	data, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, clusterSettingsName), data, 0o600)
 }
 
-func readClusterSettings(dir string, c *Cluster) error {
+// readClusterSettings reads the settings writeClusterSettings kept. A
+// cluster.json written before it held the cluster DNS (its domain empty)
+// leaves it to the kubelet's configuration, which has it.
+func readClusterSettings(dir string) (nodesettings.Settings, error) {
+	var s nodesettings.Settings
 	path := filepath.Join(dir, clusterSettingsName)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return s, err
 	}
-	var s clusterSettings
 	if err := json.Unmarshal(data, &s); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return s, fmt.Errorf("%s: %w", path, err)
 	}
-	c.PodNetwork, c.LocalStorage, c.EmbeddedRegistry, c.NetworkPolicy = s.PodNetwork, s.LocalStorage, s.EmbeddedRegistry, s.NetworkPolicy
-	return nil
+	if s.ClusterDomain != "" {
+		return s, nil
+	}
+	data, err = os.ReadFile(filepath.Join(dir, kubeletConfigName))
+	if err != nil {
+		return s, err
+	}
+	var cfg kubeletconfigv1beta1.KubeletConfiguration
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return s, fmt.Errorf("%s: %w", kubeletConfigName, err)
+	}
+	s.ClusterDomain = cfg.ClusterDomain
+	if len(cfg.ClusterDNS) > 0 {
+		if s.ClusterDNS, err = netip.ParseAddr(cfg.ClusterDNS[0]); err != nil {
+			return s, fmt.Errorf("%s: clusterDNS: %w", kubeletConfigName, err)
+		}
+	}
+	return s, nil
 }

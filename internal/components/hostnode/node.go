@@ -29,6 +29,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
 	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
+	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 )
 
 // policySyncTimeout bounds how long the kubelet waits for the node's
@@ -63,21 +64,12 @@ type Cluster struct {
 	// URL is the apiserver's, CA the cluster CA's PEM.
 	URL string
 	CA  []byte
-	// DNS and DNSDomain are the cluster DNS's address and domain, the
-	// kubelet's clusterDNS and clusterDomain.
-	DNS       netip.Addr
-	DNSDomain string
-	// PodNetwork is the cluster's pod network, which the node joins
-	// (podnetwork), and LocalStorage whether the node makes the volumes
-	// of the claims placed on it (localstorage).
-	PodNetwork   controlplane.PodNetwork
-	LocalStorage bool
-	// EmbeddedRegistry is whether the node serves the other nodes the
-	// images its runtime holds and asks them first (registrymirror).
-	EmbeddedRegistry bool
-	// NetworkPolicy is whether the node enforces its Pods'
-	// NetworkPolicies (networkpolicy), on kubeboot's pod network.
-	NetworkPolicy bool
+	// Settings are what every node of the cluster runs with: the
+	// kubelet's clusterDNS and clusterDomain, the pod network it joins
+	// (podnetwork), whether it makes local volumes (localstorage), serves
+	// and asks the other nodes for images (registrymirror) and enforces
+	// its Pods' NetworkPolicies (networkpolicy).
+	Settings nodesettings.Settings
 	// BootstrapToken returns the kubelet's bootstrap token for its first
 	// client certificate; it is called only while the node has not
 	// joined (Joined).
@@ -124,7 +116,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 			return fmt.Errorf("the node agent's kubeconfig: %w", err)
 		}
 	}
-	if err := writeClusterSettings(dir, c); err != nil {
+	if err := writeClusterSettings(dir, c.Settings); err != nil {
 		return err
 	}
 	kubeletConfig := filepath.Join(dir, kubeletConfigName)
@@ -137,7 +129,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		return err
 	}
 
-	runtimeNode := containerruntime.Node{Dir: dir, CNI: c.PodNetwork.Enabled(), CNIConfDir: filepath.Dir(o.CNIConf)}
+	runtimeNode := containerruntime.Node{Dir: dir, CNI: c.Settings.PodNetwork.Enabled(), CNIConfDir: filepath.Dir(o.CNIConf)}
 	// The node's registry mirror serves the other nodes and asks them
 	// (the embedded registry mirror), and pulls from the mirrors that
 	// rename repositories, which containerd cannot.
@@ -145,15 +137,15 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	if err != nil {
 		return err
 	}
-	mirror := (c.EmbeddedRegistry || len(rewrites) > 0) && o.Runtime.Embedded()
+	mirror := (c.Settings.EmbeddedRegistry || len(rewrites) > 0) && o.Runtime.Embedded()
 	if mirror {
 		addr, err := o.mirrorAddress()
 		if err != nil {
 			return fmt.Errorf("the registry mirror's address: %w", err)
 		}
-		runtimeNode.Mirror = &containerruntime.LocalMirror{URL: registrymirror.URL(addr), Peers: c.EmbeddedRegistry,
+		runtimeNode.Mirror = &containerruntime.LocalMirror{URL: registrymirror.URL(addr), Peers: c.Settings.EmbeddedRegistry,
 			CAFile: filepath.Join(dir, clientCAName), ClientCertFile: filepath.Join(dir, kubeletCertDirName, kubeletClientCertName)}
-	} else if c.EmbeddedRegistry {
+	} else if c.Settings.EmbeddedRegistry {
 		logger.Info("The cluster has the embedded registry mirror, which this node, on --container-runtime-endpoint, neither serves nor asks")
 	}
 	// The runtime stops after the kubelet, and before Run returns.
@@ -172,7 +164,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	// starts a Pod (its containers survive a restart of the node: the
 	// table stays in the kernel meanwhile).
 	policyDone := make(chan error, 1)
-	if c.NetworkPolicy && c.PodNetwork.Enabled() {
+	if c.Settings.NetworkPolicy && c.Settings.PodNetwork.Enabled() {
 		enforcer := networkpolicy.NewEnforcer(networkpolicy.Node{Name: o.nodeName, Client: agent})
 		go func() { policyDone <- enforcer.Run(ctx) }()
 		select {
@@ -182,7 +174,7 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		case <-ctx.Done():
 			return nil
 		}
-	} else if c.NetworkPolicy {
+	} else if c.Settings.NetworkPolicy {
 		logger.Info("NetworkPolicy is left to the node's CNI (--flannel-backend=none)")
 	}
 
@@ -199,15 +191,15 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	kubeletDone := make(chan error, 1)
 	go func() { kubeletDone <- kubelet.Wait() }()
 	if mirror {
-		go o.runRegistryMirror(kubeletCtx, dir, agent, c.EmbeddedRegistry, rewrites)
+		go o.runRegistryMirror(kubeletCtx, dir, agent, c.Settings.EmbeddedRegistry, rewrites)
 	}
-	if c.LocalStorage {
+	if c.Settings.LocalStorage {
 		go localstorage.RunNode(kubeletCtx, agent, o.nodeName, o.localStoragePath(dir))
 	}
 	networkDone := make(chan error, 1)
 	go func() {
 		networkDone <- podnetwork.Run(kubeletCtx, podnetwork.Node{Name: o.nodeName, IP: o.nodeIP, Dir: dir,
-			Network: c.PodNetwork, Kubeconfig: agentKubeconfig, Client: agent, CNIConf: o.CNIConf})
+			Network: c.Settings.PodNetwork, Kubeconfig: agentKubeconfig, Client: agent, CNIConf: o.CNIConf})
 	}()
 	// kube-proxy stops only with the process (its informers and servers
 	// have no stop), so it is not waited for.
@@ -251,14 +243,9 @@ func (o *Options) run(ctx context.Context, s *controlplane.Server, settings cont
 	dir := Dir(s.DataDir())
 	admin := s.AdminConfig()
 	return o.Run(ctx, dir, Cluster{
-		URL:              s.URL(),
-		CA:               admin.CAData,
-		DNS:              settings.ClusterDNS,
-		DNSDomain:        settings.ClusterDomain,
-		PodNetwork:       settings.PodNetwork,
-		LocalStorage:     settings.LocalStorage,
-		EmbeddedRegistry: settings.EmbeddedRegistry,
-		NetworkPolicy:    settings.NetworkPolicy,
+		URL:      s.URL(),
+		CA:       admin.CAData,
+		Settings: settings.Nodes,
 		BootstrapToken: func(ctx context.Context) (string, error) {
 			password, stored, err := Password(dir)
 			if err != nil {
@@ -318,10 +305,10 @@ func writeKubeletConfig(dir, path string, c Cluster, taints []corev1.Taint) erro
 		ServerTLSBootstrap: true,
 		RegisterWithTaints: taints,
 		// Pods resolve names through the cluster DNS (clusterdns).
-		ClusterDomain: c.DNSDomain,
+		ClusterDomain: c.Settings.ClusterDomain,
 	}
-	if c.DNS.IsValid() {
-		cfg.ClusterDNS = []string{c.DNS.String()}
+	if c.Settings.ClusterDNS.IsValid() {
+		cfg.ClusterDNS = []string{c.Settings.ClusterDNS.String()}
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {

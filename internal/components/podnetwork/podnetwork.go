@@ -20,7 +20,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 )
 
 // DefaultCNIConf is where the node writes its CNI configuration by
@@ -50,7 +50,7 @@ type netConf struct {
 
 // writeNetConf writes n as flannel's network configuration in dir, the
 // node's, and returns its path.
-func writeNetConf(dir string, n controlplane.PodNetwork) (string, error) {
+func writeNetConf(dir string, n nodesettings.PodNetwork) (string, error) {
 	path := filepath.Join(dir, dirName, netConfName)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", err
@@ -74,7 +74,7 @@ type Node struct {
 	// Dir is the node's directory, where flannel's files go.
 	Dir string
 	// Network is the cluster's pod network.
-	Network controlplane.PodNetwork
+	Network nodesettings.PodNetwork
 	// Kubeconfig is the node's agent's (nodejoin.AgentUser): flannel
 	// reads the Nodes and writes its own Node's annotations and
 	// NetworkUnavailable condition. Client is a client of it.

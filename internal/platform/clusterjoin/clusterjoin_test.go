@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 )
 
 func TestParseToken(t *testing.T) {
@@ -159,8 +163,13 @@ func (f *fakeAgents) Admit(_ context.Context, nodeName, password string) (AgentC
 	if nodeName != "n1" || password != "pw" {
 		return AgentCredentials{}, errors.New("the node name is taken")
 	}
-	return AgentCredentials{BootstrapToken: "abcdef.0123456789abcdef", ProxyCert: []byte("cert"), ProxyKey: []byte("key")}, nil
+	return AgentCredentials{BootstrapToken: "abcdef.0123456789abcdef", ProxyCert: []byte("cert"), ProxyKey: []byte("key"),
+		Settings: clusterSettings}, nil
 }
+
+// clusterSettings are what fakeAgents hands its agents.
+var clusterSettings = nodesettings.Settings{ClusterDomain: "cluster.local", ClusterDNS: netip.MustParseAddr("10.96.0.10"),
+	PodNetwork: nodesettings.PodNetwork{ClusterCIDR: "10.42.0.0/16", Backend: nodesettings.VXLAN}, LocalStorage: true, NetworkPolicy: true}
 
 // TestJoinAgent: an agent is admitted with the token's password, asks
 // again while the server cannot answer yet, and hears why it is refused.
@@ -181,7 +190,7 @@ func TestJoinAgent(t *testing.T) {
 	}
 	c := &Client{server: srv.URL, token: token, http: srv.Client()}
 	creds, err := c.JoinAgent(ctx, "n1", "pw")
-	if err != nil || creds.BootstrapToken != "abcdef.0123456789abcdef" || string(creds.ProxyKey) != "key" {
+	if err != nil || creds.BootstrapToken != "abcdef.0123456789abcdef" || string(creds.ProxyKey) != "key" || !reflect.DeepEqual(creds.Settings, clusterSettings) {
 		t.Errorf("JoinAgent = %+v, %v", creds, err)
 	}
 	if _, err := c.JoinAgent(ctx, "n2", "pw"); err == nil || !strings.Contains(err.Error(), "the node name is taken") {

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"k8s.io/klog/v2"
+
+	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 )
 
 // The endpoints, k3s's paths where it has them.
@@ -60,23 +62,11 @@ type AgentCredentials struct {
 	// (PEM), which the cluster CA signed for system:kube-proxy.
 	ProxyCert []byte `json:"proxyCert"`
 	ProxyKey  []byte `json:"proxyKey"`
-	// ClusterDNS and ClusterDomain are the cluster DNS's address and
-	// domain, for the kubelet's clusterDNS and clusterDomain.
-	ClusterDNS    string `json:"clusterDNS"`
-	ClusterDomain string `json:"clusterDomain"`
-	// ClusterCIDR and FlannelBackend are the cluster's pod network
-	// (controlplane.PodNetwork); FlannelBackend empty: none.
-	ClusterCIDR    string `json:"clusterCIDR,omitempty"`
-	FlannelBackend string `json:"flannelBackend,omitempty"`
-	// LocalStorage is whether the node makes the volumes of the claims
-	// placed on it (localstorage).
-	LocalStorage bool `json:"localStorage,omitempty"`
-	// EmbeddedRegistry is whether the nodes serve each other images
-	// (registrymirror).
-	EmbeddedRegistry bool `json:"embeddedRegistry,omitempty"`
-	// NetworkPolicy is whether the node enforces its Pods'
-	// NetworkPolicies (networkpolicy).
-	NetworkPolicy bool `json:"networkPolicy,omitempty"`
+	// Settings are what every node of the cluster runs with: the
+	// kubelet's clusterDNS and clusterDomain, the pod network, local
+	// storage, the registry mirror and NetworkPolicy enforcement (their
+	// keys inline).
+	nodesettings.Settings
 	// AgentCert and AgentKey are the client certificate and key of the
 	// node's agent (nodejoin.AgentUser): its pod network and local
 	// storage act with them.

@@ -132,19 +132,15 @@ func (r PortRange) String() string {
 	return fmt.Sprintf("%d-%d", r.Base, r.Base+r.Size-1)
 }
 
-// ClusterDNS is the cluster DNS's address: addr if set, which must be in
+// ClusterDNS is the cluster DNS's address: addr if valid, which must be in
 // the Service range primary, else the range's tenth address (kubeadm's:
 // 10.96.0.10 in 10.96.0.0/12).
-func ClusterDNS(addr string, primary netip.Prefix) (netip.Addr, error) {
-	if addr != "" {
-		a, err := netip.ParseAddr(addr)
-		if err != nil {
-			return netip.Addr{}, fmt.Errorf("%q is not an IP address", addr)
+func ClusterDNS(addr netip.Addr, primary netip.Prefix) (netip.Addr, error) {
+	if addr.IsValid() {
+		if !primary.Contains(addr) {
+			return netip.Addr{}, fmt.Errorf("%s is not in the Service range %s", addr, primary)
 		}
-		if !primary.Contains(a) {
-			return netip.Addr{}, fmt.Errorf("%s is not in the Service range %s", a, primary)
-		}
-		return a, nil
+		return addr, nil
 	}
 	a := primary.Masked().Addr()
 	for range 10 {

@@ -1,0 +1,104 @@
+// Package nodesettings is the cluster's settings that every node runs
+// with, declared once: the cluster DNS, the pod network, local storage, the
+// embedded registry mirror and NetworkPolicy enforcement. The server's
+// flags set them (controlplane.Config.Nodes), its completion resolves
+// them, the join protocol hands them to agents (clusterjoin's
+// AgentCredentials carry them in their JSON form) and each node keeps them
+// in its cluster.json for its next start (hostnode). A new node-wide
+// setting is one field here and one flag.
+package nodesettings
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// DefaultClusterDomain is the cluster's DNS domain unless --cluster-domain
+// says otherwise, as the kubelet's and kubeadm's.
+const DefaultClusterDomain = "cluster.local"
+
+// The backends of a pod network (PodNetwork.Backend), flannel's.
+const (
+	VXLAN  = "vxlan"
+	HostGW = "host-gw"
+	None   = "none"
+)
+
+// Backends are the backends a PodNetwork may have.
+var Backends = []string{VXLAN, HostGW, None}
+
+// Settings are what every node of a cluster runs with. The zero value is
+// no pod network, no local storage, no registry mirror, no NetworkPolicy
+// enforcement and no cluster DNS; Validate says what is wrong with one
+// set from flags. Their JSON form is the join protocol's (clusterjoin) and
+// cluster.json's (hostnode): keep the keys.
+type Settings struct {
+	// ClusterDomain is the DNS domain of Services (--cluster-domain): the
+	// kubelets' clusterDomain and cluster DNS's zone; the API server's
+	// certificate names kubernetes.default.svc.<ClusterDomain> and its
+	// service account issuer defaults to that URL. Default:
+	// DefaultClusterDomain (controlplane.NewConfig).
+	ClusterDomain string `json:"clusterDomain,omitempty"`
+	// ClusterDNS is the cluster DNS's address (--cluster-dns): the
+	// kube-dns Service's ClusterIP and the kubelets' clusterDNS. Unset on a
+	// server: the tenth address of the primary Service range (kubeadm's;
+	// 10.96.0.10), which the control plane's completion fills in.
+	ClusterDNS netip.Addr `json:"clusterDNS,omitzero"`
+	// PodNetwork is the cluster's pod network, which podnetwork runs on
+	// each node. Zero: none, the nodes' CNI is the user's.
+	PodNetwork PodNetwork `json:"podNetwork,omitzero"`
+	// LocalStorage is whether the nodes make the volumes of the claims
+	// placed on them (localstorage; on unless --disable=local-storage).
+	LocalStorage bool `json:"localStorage,omitempty"`
+	// EmbeddedRegistry is whether the nodes serve each other the images
+	// their runtimes hold, for the registries their registries.yaml
+	// mirrors (registrymirror; --embedded-registry).
+	EmbeddedRegistry bool `json:"embeddedRegistry,omitempty"`
+	// NetworkPolicy is whether the nodes enforce their Pods'
+	// NetworkPolicies (networkpolicy; on unless --disable=network-policy),
+	// on kubeboot's pod network.
+	NetworkPolicy bool `json:"networkPolicy,omitempty"`
+}
+
+// PodNetwork is the cluster's pod network: the range the nodes' pod CIDRs
+// come from and how flannel carries Pods' traffic between nodes.
+type PodNetwork struct {
+	// ClusterCIDR is the Pods' range, kube-controller-manager's
+	// --cluster-cidr, which gives each node a pod CIDR of it.
+	ClusterCIDR string `json:"clusterCIDR,omitempty"`
+	// Backend is flannel's backend (--flannel-backend): vxlan, host-gw,
+	// or none (no pod network; "" too).
+	Backend string `json:"backend,omitempty"`
+}
+
+// Enabled reports whether the nodes run a pod network.
+func (n PodNetwork) Enabled() bool { return n.Backend != "" && n.Backend != None }
+
+// Validate checks the settings a server's flags set; each problem names
+// its flag. The cluster DNS's address is checked against the Service
+// range where that is known (controlplane's completion).
+func (s Settings) Validate() error {
+	var errs []error
+	if msgs := validation.IsDNS1123Subdomain(s.ClusterDomain); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--cluster-domain %q: %s", s.ClusterDomain, strings.Join(msgs, "; ")))
+	}
+	return errors.Join(append(errs, s.PodNetwork.validate())...)
+}
+
+func (n PodNetwork) validate() error {
+	if n.Backend != "" && !slices.Contains(Backends, n.Backend) {
+		return fmt.Errorf("--flannel-backend %q: not one of %v", n.Backend, Backends)
+	}
+	if !n.Enabled() {
+		return nil
+	}
+	if p, err := netip.ParsePrefix(n.ClusterCIDR); err != nil || !p.Addr().Is4() {
+		return fmt.Errorf("--cluster-cidr %q: the %s pod network needs one IPv4 range (--flannel-backend=none leaves the pod network to you)", n.ClusterCIDR, n.Backend)
+	}
+	return nil
+}
