@@ -90,67 +90,41 @@ type Cluster struct {
 // dataDir.
 func Dir(dataDir string) string { return filepath.Join(dataDir, nodeDirName) }
 
-// Run sets the node up in dir and runs the kubelet, kube-proxy, the pod
-// network and, if the cluster has it, local storage until ctx is done or
-// one of them fails.
+// Run sets the node up in dir and runs it until ctx is done or one of its
+// parts fails, in this order:
+//
+//  1. writeFiles: on its first join, the kubelet's bootstrap kubeconfig
+//     and kube-proxy's and the node agent's kubeconfigs; at every start,
+//     the cluster's settings (cluster.json) and the kubelet's
+//     configuration;
+//  2. startRuntime: the container runtime, the embedded containerd as a
+//     child process (its registry mirror first among its endpoints when
+//     the node has one) or the host's at --container-runtime-endpoint;
+//  3. startNetworkPolicy: the enforcer of the node's Pods'
+//     NetworkPolicies (networkpolicy), waited for until its first ruleset
+//     is in the kernel;
+//  4. startKubelet: the kubelet, a child process;
+//  5. startBesideKubelet: the registry mirror (registrymirror), local
+//     storage's provisioner (localstorage), the pod network (podnetwork:
+//     flannel and the CNI configuration) and kube-proxy, in the process.
+//
+// On the way out the kubelet stops first, then the runtime.
 func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
-	logger := klog.FromContext(ctx)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	n := &node{Options: o, dir: dir, cluster: c}
+	if err := n.writeFiles(ctx); err != nil {
 		return err
 	}
-	bootstrapKubeconfig := filepath.Join(dir, bootstrapKubeconfigName)
-	proxyKubeconfig := filepath.Join(dir, proxyKubeconfigName)
-	agentKubeconfig := AgentKubeconfig(dir)
-	if !Joined(dir, time.Now()) {
-		token, err := c.BootstrapToken(ctx)
-		if err != nil {
-			return err
-		}
-		if err := writeBootstrapKubeconfig(bootstrapKubeconfig, c.URL, c.CA, token); err != nil {
-			return fmt.Errorf("the kubelet's bootstrap kubeconfig: %w", err)
-		}
-		if err := c.WriteProxyKubeconfig(proxyKubeconfig); err != nil {
-			return fmt.Errorf("kube-proxy's kubeconfig: %w", err)
-		}
-		if err := c.WriteAgentKubeconfig(agentKubeconfig); err != nil {
-			return fmt.Errorf("the node agent's kubeconfig: %w", err)
-		}
-	}
-	if err := writeClusterSettings(dir, c.Settings); err != nil {
+	var err error
+	if n.agent, err = agentClient(AgentKubeconfig(dir)); err != nil {
 		return err
 	}
-	kubeletConfig := filepath.Join(dir, kubeletConfigName)
-	if err := writeKubeletConfig(dir, kubeletConfig, c, o.Taints); err != nil {
-		return fmt.Errorf("the kubelet's configuration: %w", err)
-	}
-
-	agent, err := agentClient(agentKubeconfig)
-	if err != nil {
+	if n.rewrites, err = o.Runtime.Rewrites(); err != nil {
 		return err
 	}
 
-	runtimeNode := containerruntime.Node{Dir: dir, CNI: c.Settings.PodNetwork.Enabled(), CNIConfDir: filepath.Dir(o.CNIConf)}
-	// The node's registry mirror serves the other nodes and asks them
-	// (the embedded registry mirror), and pulls from the mirrors that
-	// rename repositories, which containerd cannot.
-	rewrites, err := o.Runtime.Rewrites()
-	if err != nil {
-		return err
-	}
-	mirror := (c.Settings.EmbeddedRegistry || len(rewrites) > 0) && o.Runtime.Embedded()
-	if mirror {
-		addr, err := o.mirrorAddress()
-		if err != nil {
-			return fmt.Errorf("the registry mirror's address: %w", err)
-		}
-		runtimeNode.Mirror = &containerruntime.LocalMirror{URL: registrymirror.URL(addr), Peers: c.Settings.EmbeddedRegistry,
-			CAFile: filepath.Join(dir, clientCAName), ClientCertFile: filepath.Join(dir, kubeletCertDirName, kubeletClientCertName)}
-	} else if c.Settings.EmbeddedRegistry {
-		logger.Info("The cluster has the embedded registry mirror, which this node, on --container-runtime-endpoint, neither serves nor asks")
-	}
 	// The runtime stops after the kubelet, and before Run returns.
 	runtimeCtx, stopRuntime := context.WithCancel(ctx)
-	runtime, err := o.Runtime.Start(runtimeCtx, runtimeNode)
+	runtime, err := n.startRuntime(runtimeCtx)
 	if err != nil {
 		stopRuntime()
 		return err
@@ -160,61 +134,157 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 		runtime.Wait()
 	}()
 
-	// The node's Pods' NetworkPolicies are in place before the kubelet
-	// starts a Pod (its containers survive a restart of the node: the
-	// table stays in the kernel meanwhile).
-	policyDone := make(chan error, 1)
-	if c.Settings.NetworkPolicy && c.Settings.PodNetwork.Enabled() {
-		enforcer := networkpolicy.NewEnforcer(networkpolicy.Node{Name: o.nodeName, Client: agent})
-		go func() { policyDone <- enforcer.Run(ctx) }()
-		select {
-		case <-enforcer.Synced():
-		case <-time.After(policySyncTimeout):
-			logger.Info("The node's NetworkPolicy ruleset is not written yet; starting the kubelet, its Pods are unprotected until it is", "waited", policySyncTimeout)
-		case <-ctx.Done():
-			return nil
-		}
-	} else if c.Settings.NetworkPolicy {
-		logger.Info("NetworkPolicy is left to the node's CNI (--flannel-backend=none)")
+	parts := make(chan partExit, 3)
+	if !n.startNetworkPolicy(ctx, parts) {
+		return nil
 	}
-
 	kubeletCtx, stopKubelet := context.WithCancel(ctx)
 	defer stopKubelet()
-	kubelet, err := o.startKubelet(kubeletCtx, dir, kubeletConfig, bootstrapKubeconfig, runtime.Endpoint)
+	kubeletDone, err := n.startKubelet(kubeletCtx, runtime.Endpoint)
 	if err != nil {
 		return err
 	}
-	logger.Info("Started the kubelet", "pid", kubelet.Process.Pid, "dir", dir, "node", o.nodeName)
-	if c.Started != nil {
-		go c.Started(kubeletCtx)
-	}
-	kubeletDone := make(chan error, 1)
-	go func() { kubeletDone <- kubelet.Wait() }()
-	if mirror {
-		go o.runRegistryMirror(kubeletCtx, dir, agent, c.Settings.EmbeddedRegistry, rewrites)
-	}
-	if c.Settings.LocalStorage {
-		go localstorage.RunNode(kubeletCtx, agent, o.nodeName, o.localStoragePath(dir))
-	}
-	networkDone := make(chan error, 1)
-	go func() {
-		networkDone <- podnetwork.Run(kubeletCtx, podnetwork.Node{Name: o.nodeName, IP: o.nodeIP, Dir: dir,
-			Network: c.Settings.PodNetwork, Kubeconfig: agentKubeconfig, Client: agent, CNIConf: o.CNIConf})
-	}()
-	// kube-proxy stops only with the process (its informers and servers
-	// have no stop), so it is not waited for.
-	proxyDone := make(chan error, 1)
-	go func() { proxyDone <- o.runProxy(ctx, proxyKubeconfig) }()
+	n.startBesideKubelet(ctx, kubeletCtx, parts)
+	return n.wait(ctx, stopKubelet, kubeletDone, parts)
+}
 
-	// stopped stops the kubelet when another part of the node has.
-	stopped := func(part string, err error) error {
-		stopKubelet()
-		<-kubeletDone
-		if ctx.Err() != nil {
-			return nil
+// node is a node being run: Options.Run's steps share it.
+type node struct {
+	*Options
+	dir     string
+	cluster Cluster
+	// agent is a client of the node's agent (nodejoin.AgentUser).
+	agent kubernetes.Interface
+	// rewrites are registries.yaml's registries whose mirrors rename
+	// repositories, which the registry mirror pulls for containerd.
+	rewrites map[string]*containerruntime.Rewrite
+	// mirror is whether the node runs its registry mirror.
+	mirror bool
+}
+
+// partExit is a part of the node that returned, and its error.
+type partExit struct {
+	part string
+	err  error
+}
+
+// writeFiles writes the node's files: its credentials on its first join,
+// and the cluster's settings and the kubelet's configuration at every
+// start.
+func (n *node) writeFiles(ctx context.Context) error {
+	c := n.cluster
+	if !Joined(n.dir, time.Now()) {
+		token, err := c.BootstrapToken(ctx)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("%s: %w", part, err)
+		if err := writeBootstrapKubeconfig(filepath.Join(n.dir, bootstrapKubeconfigName), c.URL, c.CA, token); err != nil {
+			return fmt.Errorf("the kubelet's bootstrap kubeconfig: %w", err)
+		}
+		if err := c.WriteProxyKubeconfig(ProxyKubeconfig(n.dir)); err != nil {
+			return fmt.Errorf("kube-proxy's kubeconfig: %w", err)
+		}
+		if err := c.WriteAgentKubeconfig(AgentKubeconfig(n.dir)); err != nil {
+			return fmt.Errorf("the node agent's kubeconfig: %w", err)
+		}
 	}
+	if err := writeClusterSettings(n.dir, c.Settings); err != nil {
+		return err
+	}
+	if err := writeKubeletConfig(n.dir, filepath.Join(n.dir, kubeletConfigName), c, n.Taints); err != nil {
+		return fmt.Errorf("the kubelet's configuration: %w", err)
+	}
+	return nil
+}
+
+// startRuntime starts the node's container runtime. The node's registry
+// mirror serves the other nodes and asks them (the embedded registry
+// mirror), and pulls from the mirrors that rename repositories, which
+// containerd cannot; containerd asks it first.
+func (n *node) startRuntime(ctx context.Context) (*containerruntime.Runtime, error) {
+	settings := n.cluster.Settings
+	spec := containerruntime.Node{Dir: n.dir, CNI: settings.PodNetwork.Enabled(), CNIConfDir: filepath.Dir(n.CNIConf)}
+	n.mirror = (settings.EmbeddedRegistry || len(n.rewrites) > 0) && n.Runtime.Embedded()
+	if n.mirror {
+		addr, err := n.mirrorAddress()
+		if err != nil {
+			return nil, fmt.Errorf("the registry mirror's address: %w", err)
+		}
+		spec.Mirror = &containerruntime.LocalMirror{URL: registrymirror.URL(addr), Peers: settings.EmbeddedRegistry,
+			CAFile: filepath.Join(n.dir, clientCAName), ClientCertFile: filepath.Join(n.dir, kubeletCertDirName, kubeletClientCertName)}
+	} else if settings.EmbeddedRegistry {
+		klog.FromContext(ctx).Info("The cluster has the embedded registry mirror, which this node, on --container-runtime-endpoint, neither serves nor asks")
+	}
+	return n.Runtime.Start(ctx, spec)
+}
+
+// startNetworkPolicy starts the node's NetworkPolicy enforcer, when the
+// cluster has it on kubeboot's pod network, and waits until the node's
+// Pods' policies are in place, before the kubelet starts a Pod (their
+// containers survive a restart of the node: the table stays in the kernel
+// meanwhile); it reports false if ctx ended meanwhile. The enforcer's end
+// is sent to parts.
+func (n *node) startNetworkPolicy(ctx context.Context, parts chan<- partExit) bool {
+	logger := klog.FromContext(ctx)
+	settings := n.cluster.Settings
+	if !settings.NetworkPolicy {
+		return true
+	}
+	if !settings.PodNetwork.Enabled() {
+		logger.Info("NetworkPolicy is left to the node's CNI (--flannel-backend=none)")
+		return true
+	}
+	enforcer := networkpolicy.NewEnforcer(networkpolicy.Node{Name: n.nodeName, Client: n.agent})
+	go func() { parts <- partExit{"NetworkPolicy", enforcer.Run(ctx)} }()
+	select {
+	case <-enforcer.Synced():
+	case <-time.After(policySyncTimeout):
+		logger.Info("The node's NetworkPolicy ruleset is not written yet; starting the kubelet, its Pods are unprotected until it is", "waited", policySyncTimeout)
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// startKubelet starts the kubelet on the runtime at endpoint; its exit is
+// sent on the channel returned.
+func (n *node) startKubelet(ctx context.Context, endpoint string) (<-chan error, error) {
+	kubelet, err := n.execKubelet(ctx, n.dir, filepath.Join(n.dir, kubeletConfigName), filepath.Join(n.dir, bootstrapKubeconfigName), endpoint)
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("Started the kubelet", "pid", kubelet.Process.Pid, "dir", n.dir, "node", n.nodeName)
+	if n.cluster.Started != nil {
+		go n.cluster.Started(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- kubelet.Wait() }()
+	return done, nil
+}
+
+// startBesideKubelet starts the parts of the node that run beside the
+// kubelet: the registry mirror and local storage until kubeletCtx is done,
+// whose failures are logged, not the node's; the pod network until
+// kubeletCtx is done and kube-proxy until ctx is (it has no stop: it ends
+// with the process), whose ends are sent to parts.
+func (n *node) startBesideKubelet(ctx, kubeletCtx context.Context, parts chan<- partExit) {
+	settings := n.cluster.Settings
+	if n.mirror {
+		go n.runRegistryMirror(kubeletCtx, n.dir, n.agent, settings.EmbeddedRegistry, n.rewrites)
+	}
+	if settings.LocalStorage {
+		go localstorage.RunNode(kubeletCtx, n.agent, n.nodeName, n.localStoragePath(n.dir))
+	}
+	go func() {
+		parts <- partExit{"the pod network", podnetwork.Run(kubeletCtx, podnetwork.Node{Name: n.nodeName, IP: n.nodeIP, Dir: n.dir,
+			Network: settings.PodNetwork, Kubeconfig: AgentKubeconfig(n.dir), Client: n.agent, CNIConf: n.CNIConf})}
+	}()
+	go func() { parts <- partExit{"kube-proxy", n.runProxy(ctx, ProxyKubeconfig(n.dir))} }()
+}
+
+// wait waits until ctx is done, the kubelet exits or another part of the
+// node returns, which stops the kubelet.
+func (n *node) wait(ctx context.Context, stopKubelet func(), kubeletDone <-chan error, parts <-chan partExit) error {
 	select {
 	case err := <-kubeletDone:
 		if ctx.Err() != nil {
@@ -224,12 +294,13 @@ func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 			return errKubeletExited
 		}
 		return fmt.Errorf("%w: %w", errKubeletExited, err)
-	case err := <-proxyDone:
-		return stopped("kube-proxy", err)
-	case err := <-networkDone:
-		return stopped("the pod network", err)
-	case err := <-policyDone:
-		return stopped("NetworkPolicy", err)
+	case p := <-parts:
+		stopKubelet()
+		<-kubeletDone
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", p.part, p.err)
 	case <-ctx.Done():
 		<-kubeletDone
 		return nil
@@ -317,10 +388,10 @@ func writeKubeletConfig(dir, path string, c Cluster, taints []corev1.Taint) erro
 	return os.WriteFile(path, data, 0o600)
 }
 
-// startKubelet starts `kubeboot kubelet` with the node's files and then
+// execKubelet starts `kubeboot kubelet` with the node's files and then
 // KubeletArgs, which override them. It gets SIGTERM when ctx is done, and
 // when this process dies.
-func (o *Options) startKubelet(ctx context.Context, dir, config, bootstrapKubeconfig, runtime string) (*exec.Cmd, error) {
+func (o *Options) execKubelet(ctx context.Context, dir, config, bootstrapKubeconfig, runtime string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
