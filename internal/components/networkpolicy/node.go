@@ -23,6 +23,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -57,122 +60,134 @@ func NewEnforcer(n Node) *Enforcer {
 // it, so that none runs unprotected for a moment.
 func (e *Enforcer) Synced() <-chan struct{} { return e.synced }
 
-// Run enforces the policies until ctx is done. A node whose kernel or nft
-// cannot hold the table says so in one line and in its Node's condition,
-// and runs on without enforcing: it does not stop the node.
+// Run enforces the policies until ctx is done: it opens the node's table,
+// watches the node's view of the cluster (watch) and writes the ruleset
+// at every change that matters (enforce), reporting on the Node (its
+// condition and Events) and on policies it cannot read. A node whose
+// kernel or nft cannot hold the table says so in one line and in its
+// Node's condition, and runs on without enforcing: it does not stop the
+// node.
 func (e *Enforcer) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("networkpolicy")
 	ctx = klog.NewContext(ctx, logger)
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.node.Client.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubeboot-network-policy", Host: e.node.Name})
-	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: e.node.Name, UID: types.UID(e.node.Name)}
-	conditions := make(chan corev1.NodeCondition, 1)
-	go e.reportConditions(ctx, conditions)
-	report := func(c corev1.NodeCondition) {
-		select {
-		case <-conditions:
-		default:
-		}
-		conditions <- c
-	}
+	r := e.startReporter(ctx)
+	defer r.stop()
 
 	nft, err := e.newNFT()
 	if err != nil {
 		logger.Error(err, "NetworkPolicy is NOT enforced on this node: nftables is not usable (kernel nf_tables, and the nft command)")
-		recorder.Event(nodeRef, corev1.EventTypeWarning, ReasonNFTUnavailable, "NetworkPolicy is not enforced on this node: "+err.Error())
-		report(condition(corev1.ConditionTrue, ReasonNFTUnavailable, err.Error()))
+		r.warn(ReasonNFTUnavailable, "NetworkPolicy is not enforced on this node: "+err.Error())
+		r.condition(condition(corev1.ConditionTrue, ReasonNFTUnavailable, err.Error()))
 		close(e.synced)
 		<-ctx.Done()
 		return nil
 	}
 	e.nft = nft
 
+	v, err := e.watch(ctx)
+	if err != nil {
+		return err
+	}
+	defer v.stop()
+	return e.enforce(ctx, v, r)
+}
+
+// view is the node's view of what its ruleset reads, kept by informers:
+// the Pods, Namespaces and NetworkPolicies, and the cluster DNS's own
+// EndpointSlices (clusterdns.go). changed gets a token at each change that
+// matters.
+type view struct {
+	pods       corelisters.PodLister
+	namespaces corelisters.NamespaceLister
+	policies   networkinglisters.NetworkPolicyLister
+	dnsSlices  discoverylisters.EndpointSliceLister
+	changed    chan struct{}
+	stop       func()
+}
+
+// watch starts the view's informers and waits for their first lists.
+func (e *Enforcer) watch(ctx context.Context) (*view, error) {
 	factory := informers.NewSharedInformerFactory(e.node.Client, 0)
-	pods := factory.Core().V1().Pods()
-	namespaces := factory.Core().V1().Namespaces()
-	policies := factory.Networking().V1().NetworkPolicies()
-	changed := make(chan struct{}, 1)
-	trigger := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { trigger() },
-		UpdateFunc: func(old, new any) {
-			if matters(old, new) {
-				trigger()
-			}
-		},
-		DeleteFunc: func(any) { trigger() },
-	}
-	// The cluster DNS's own EndpointSlices only (clusterdns.go).
 	dnsFactory := informers.NewSharedInformerFactoryWithOptions(e.node.Client, 0, informers.WithNamespace(metav1.NamespaceSystem),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=" + dnsService }))
-	dnsSlices := dnsFactory.Discovery().V1().EndpointSlices()
+	pods, namespaces := factory.Core().V1().Pods(), factory.Core().V1().Namespaces()
+	policies, dnsSlices := factory.Networking().V1().NetworkPolicies(), dnsFactory.Discovery().V1().EndpointSlices()
+	v := &view{pods: pods.Lister(), namespaces: namespaces.Lister(), policies: policies.Lister(), dnsSlices: dnsSlices.Lister(),
+		changed: make(chan struct{}, 1)}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { v.trigger() },
+		UpdateFunc: func(old, new any) {
+			if matters(old, new) {
+				v.trigger()
+			}
+		},
+		DeleteFunc: func(any) { v.trigger() },
+	}
 	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), namespaces.Informer(), policies.Informer(), dnsSlices.Informer()} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	v.stop = func() { factory.Shutdown(); dnsFactory.Shutdown() }
 	for _, f := range []informers.SharedInformerFactory{factory, dnsFactory} {
 		f.StartWithContext(ctx)
-		defer f.Shutdown()
 		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 			if !ok && ctx.Err() == nil {
-				return fmt.Errorf("the %v informer did not sync", typ)
+				v.stop()
+				return nil, fmt.Errorf("the %v informer did not sync", typ)
 			}
 		}
 	}
+	return v, nil
+}
 
+// trigger notes a change; changes not yet taken count as one.
+func (v *view) trigger() {
+	select {
+	case v.changed <- struct{}{}:
+	default:
+	}
+}
+
+// state is the view now: what changed until now is in the listers, so the
+// ruleset written next has it.
+func (v *view) state(node string) state {
+	select {
+	case <-v.changed:
+	default:
+	}
+	s := state{node: node}
+	s.pods, _ = v.pods.List(labels.Everything())
+	s.namespaces, _ = v.namespaces.List(labels.Everything())
+	s.policies, _ = v.policies.List(labels.Everything())
+	s.dnsSlices, _ = v.dnsSlices.List(labels.Everything())
+	return s
+}
+
+// enforce writes the ruleset of the view, again at each change, at most
+// once per MinSyncInterval (what changes in between is written together),
+// and retries a failed write with backoff, until ctx is done.
+func (e *Enforcer) enforce(ctx context.Context, v *view, r *reporter) error {
 	newBackoff := func() wait.Backoff {
 		return wait.Backoff{Duration: e.node.MinSyncInterval, Factor: 2, Steps: 1 << 30, Cap: maxRetryInterval}
 	}
 	backoff := newBackoff()
 	resync := time.NewTicker(e.node.ResyncInterval)
 	defer resync.Stop()
-	reported := map[string]string{} // policy -> the last unsupported message
 	var synced sync.Once
 	for {
 		start := time.Now()
-		// What changed until now is in the listers: the ruleset written
-		// next has it (at start, the informers' first events).
-		select {
-		case <-changed:
-		default:
-		}
-		s := state{node: e.node.Name}
-		s.pods, _ = pods.Lister().List(labels.Everything())
-		s.namespaces, _ = namespaces.Lister().List(labels.Everything())
-		s.policies, _ = policies.Lister().List(labels.Everything())
-		s.dnsSlices, _ = dnsSlices.Lister().List(labels.Everything())
-		tx := nft.NewTransaction()
-		invalid := ruleset(tx, s)
-		err := nft.Run(ctx, tx)
+		err := e.sync(ctx, v.state(e.node.Name), r)
 		if ctx.Err() != nil {
 			return nil
 		}
 		retry := time.Duration(0)
 		if err != nil {
-			// The transaction is all or nothing: the previous ruleset
-			// stays in place.
-			logger.Error(err, "Writing the NetworkPolicy ruleset failed; the previous one stays and it is tried again")
-			recorder.Event(nodeRef, corev1.EventTypeWarning, ReasonSyncFailed, "Writing the NetworkPolicy ruleset failed: "+err.Error())
-			report(condition(corev1.ConditionTrue, ReasonSyncFailed, err.Error()))
 			retry = backoff.Step()
 		} else {
-			logger.V(2).Info("Wrote the NetworkPolicy ruleset", "policies", len(s.policies), "pods", len(s.pods), "elapsed", time.Since(start))
-			// The reporter writes only a change of the condition.
-			report(condition(corev1.ConditionFalse, ReasonEnforced, "The node enforces its Pods' NetworkPolicies"))
 			backoff = newBackoff()
 			synced.Do(func() { close(e.synced) })
-			e.reportInvalid(recorder, invalid, reported, s.policies)
 		}
-		// At most one transaction per MinSyncInterval: what changes in
-		// between is written together.
 		if wait := e.node.MinSyncInterval - time.Since(start); wait > retry {
 			retry = wait
 		}
@@ -181,10 +196,34 @@ func (e *Enforcer) Run(ctx context.Context) error {
 			return nil
 		case <-time.After(retry):
 		}
-		if err == nil && !e.waitForChange(ctx, changed, resync.C) {
+		if err == nil && !e.waitForChange(ctx, v.changed, resync.C) {
 			return nil
 		}
 	}
+}
+
+// sync writes the ruleset of s in one transaction, all or nothing: when
+// it fails the previous ruleset stays in place. It reports the outcome on
+// the Node, and the policies it could not read.
+func (e *Enforcer) sync(ctx context.Context, s state, r *reporter) error {
+	start := time.Now()
+	tx := e.nft.NewTransaction()
+	invalid := ruleset(tx, s)
+	err := e.nft.Run(ctx, tx)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Writing the NetworkPolicy ruleset failed; the previous one stays and it is tried again")
+		r.warn(ReasonSyncFailed, "Writing the NetworkPolicy ruleset failed: "+err.Error())
+		r.condition(condition(corev1.ConditionTrue, ReasonSyncFailed, err.Error()))
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Wrote the NetworkPolicy ruleset", "policies", len(s.policies), "pods", len(s.pods), "elapsed", time.Since(start))
+	// The reporter writes only a change of the condition.
+	r.condition(condition(corev1.ConditionFalse, ReasonEnforced, "The node enforces its Pods' NetworkPolicies"))
+	r.invalid(invalid, s.policies)
+	return nil
 }
 
 // matters reports whether an update changes what the ruleset reads. Most
@@ -233,9 +272,55 @@ func (e *Enforcer) waitForChange(ctx context.Context, changed <-chan struct{}, r
 	}
 }
 
-// reportInvalid records an event on each policy whose part the dataplane
-// could not read, once per message.
-func (e *Enforcer) reportInvalid(recorder record.EventRecorder, invalid []error, reported map[string]string, policies []*networkingv1.NetworkPolicy) {
+// reporter tells what the node's enforcer does: Events on the Node and
+// on the policies it cannot read, and the Node's condition.
+type reporter struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	node        *corev1.ObjectReference
+	// conditions holds the latest condition, which reportConditions
+	// writes to the Node.
+	conditions chan corev1.NodeCondition
+	// reported are the last unsupported message of each policy.
+	reported map[string]string
+}
+
+// startReporter starts recording Events and writing the Node's condition,
+// until ctx is done.
+func (e *Enforcer) startReporter(ctx context.Context) *reporter {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.node.Client.CoreV1().Events("")})
+	r := &reporter{
+		broadcaster: broadcaster,
+		recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubeboot-network-policy", Host: e.node.Name}),
+		node:        &corev1.ObjectReference{Kind: "Node", Name: e.node.Name, UID: types.UID(e.node.Name)},
+		conditions:  make(chan corev1.NodeCondition, 1),
+		reported:    map[string]string{},
+	}
+	go e.reportConditions(ctx, r.conditions)
+	return r
+}
+
+func (r *reporter) stop() { r.broadcaster.Shutdown() }
+
+// warn records a Warning Event on the Node.
+func (r *reporter) warn(reason, message string) {
+	r.recorder.Event(r.node, corev1.EventTypeWarning, reason, message)
+}
+
+// condition makes c the condition to write, replacing one not written
+// yet.
+func (r *reporter) condition(c corev1.NodeCondition) {
+	select {
+	case <-r.conditions:
+	default:
+	}
+	r.conditions <- c
+}
+
+// invalid records an event on each policy whose part the dataplane could
+// not read, once per message.
+func (r *reporter) invalid(invalid []error, policies []*networkingv1.NetworkPolicy) {
 	if len(invalid) == 0 {
 		return
 	}
@@ -249,11 +334,11 @@ func (e *Enforcer) reportInvalid(recorder record.EventRecorder, invalid []error,
 			continue
 		}
 		np := byName[pe.policy]
-		if np == nil || reported[pe.policy] == err.Error() {
+		if np == nil || r.reported[pe.policy] == err.Error() {
 			continue
 		}
-		reported[pe.policy] = err.Error()
-		recorder.Event(np, corev1.EventTypeWarning, ReasonPolicyUnsupported,
+		r.reported[pe.policy] = err.Error()
+		r.recorder.Event(np, corev1.EventTypeWarning, ReasonPolicyUnsupported,
 			"Not enforced as written; the part that cannot be read allows nothing: "+err.Error())
 	}
 }
