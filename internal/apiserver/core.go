@@ -89,7 +89,13 @@ func (o uncachedServiceAccounts) GetRESTOptions(gr schema.GroupResource, example
 	return opts, err
 }
 
-// NewRESTStorage implements controlplaneapiserver.RESTStorageProvider.
+// NewRESTStorage implements controlplaneapiserver.RESTStorageProvider:
+// the generic core group's storages (secrets, configmaps, namespaces,
+// events, resourcequotas, serviceaccounts), then those it has not got:
+// nodes, pods and Services (newWorkloads), service accounts again with
+// tokens bound to pods and nodes (addServiceAccounts), and the rest of
+// the group (addOthers). What is built is destroyed again if a later step
+// fails (the storages' Destroy is idempotent).
 func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigSource, opts generic.RESTOptionsGetter) (_ genericapiserver.APIGroupInfo, err error) {
 	enabled := func(resource string) bool {
 		return resources.ResourceEnabled(corev1.SchemeGroupVersion.WithResource(resource))
@@ -107,8 +113,6 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 	if storage == nil {
 		storage = map[string]rest.Storage{}
 	}
-	// Whatever is built is destroyed again if a later step fails (the
-	// storages' Destroy is idempotent).
 	var built []rest.Storage
 	defer func() {
 		if err != nil {
@@ -120,37 +124,66 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 			}
 		}
 	}()
-	fail := func(what string, err error) (genericapiserver.APIGroupInfo, error) {
-		return genericapiserver.APIGroupInfo{}, fmt.Errorf("%s storage: %w", what, err)
-	}
 
+	w, err := p.newWorkloads(opts, &built)
+	if err != nil {
+		return genericapiserver.APIGroupInfo{}, err
+	}
+	w.add(storage, enabled)
+	if enabled("componentstatuses") {
+		storage["componentstatuses"] = componentstatus.NewStorage(p.components.list)
+	}
+	if rebuildServiceAccounts {
+		if err := p.addServiceAccounts(storage, opts, w); err != nil {
+			return genericapiserver.APIGroupInfo{}, fmt.Errorf("serviceaccount storage: %w", err)
+		}
+	}
+	if err := addOthers(storage, opts, enabled); err != nil {
+		return genericapiserver.APIGroupInfo{}, err
+	}
+	info.VersionedResourcesStorageMap["v1"] = storage
+	return info, nil
+}
+
+// workloads are the storages of nodes, pods (which reach kubelets through
+// the nodes, and evict through PodDisruptionBudgets) and Services (which
+// proxy to the pods).
+type workloads struct {
+	nodes                       *nodestore.NodeStorage
+	pods                        podstore.PodStorage
+	services                    *services.REST
+	serviceStatus, serviceProxy rest.Storage
+}
+
+// newWorkloads builds the workloads' storages, each appended to built
+// once it is.
+func (p *coreProvider) newWorkloads(opts generic.RESTOptionsGetter, built *[]rest.Storage) (*workloads, error) {
 	pdbs, err := policyclient.NewForConfig(p.loopback)
 	if err != nil {
-		return fail("pod", err)
+		return nil, fmt.Errorf("pod storage: %w", err)
 	}
-	webhooks, err := admissionregistrationv1client.NewForConfig(p.loopback)
-	if err != nil {
-		return fail("serviceaccount", err)
+	w := &workloads{}
+	if w.nodes, err = nodestore.NewStorage(opts, p.kubelet, p.transport); err != nil {
+		return nil, fmt.Errorf("node storage: %w", err)
 	}
-	nodes, err := nodestore.NewStorage(opts, p.kubelet, p.transport)
-	if err != nil {
-		return fail("node", err)
+	*built = append(*built, w.nodes.Node)
+	kubelets := simulatedNodeKubelets{w.nodes.KubeletConnectionInfo, w.nodes.Node}
+	w.nodes.Proxy.Connection = kubelets
+	if w.pods, err = podstore.NewStorage(opts, kubelets, p.transport, pdbs, p.authorizer); err != nil {
+		return nil, fmt.Errorf("pod storage: %w", err)
 	}
-	built = append(built, nodes.Node)
-	kubelets := simulatedNodeKubelets{nodes.KubeletConnectionInfo, nodes.Node}
-	nodes.Proxy.Connection = kubelets
-	pods, err := podstore.NewStorage(opts, kubelets, p.transport, pdbs, p.authorizer)
-	if err != nil {
-		return fail("pod", err)
+	*built = append(*built, w.pods.Pod)
+	if w.services, w.serviceStatus, w.serviceProxy, err = p.services.NewREST(opts, w.pods.Pod, p.slices, p.transport); err != nil {
+		return nil, fmt.Errorf("service storage: %w", err)
 	}
-	built = append(built, pods.Pod)
-	services, serviceStatus, serviceProxy, err := p.services.NewREST(opts, pods.Pod, p.slices, p.transport)
-	if err != nil {
-		return fail("service", err)
-	}
-	built = append(built, services)
+	*built = append(*built, w.services)
+	return w, nil
+}
 
+// add puts the workloads' enabled resources and subresources in storage.
+func (w *workloads) add(storage map[string]rest.Storage, enabled func(string) bool) {
 	if enabled("pods") {
+		pods := w.pods
 		storage["pods"] = pods.Pod
 		storage["pods/attach"] = pods.Attach
 		storage["pods/status"] = pods.Status
@@ -167,44 +200,52 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 			storage["pods/resize"] = pods.Resize
 		}
 	}
-	if enabled("componentstatuses") {
-		storage["componentstatuses"] = componentstatus.NewStorage(p.components.list)
-	}
 	if enabled("bindings") {
-		storage["bindings"] = pods.LegacyBinding
+		storage["bindings"] = w.pods.LegacyBinding
 	}
 	if enabled("nodes") {
-		storage["nodes"] = nodes.Node
-		storage["nodes/proxy"] = nodes.Proxy
-		storage["nodes/status"] = nodes.Status
+		storage["nodes"] = w.nodes.Node
+		storage["nodes/proxy"] = w.nodes.Proxy
+		storage["nodes/status"] = w.nodes.Status
 	}
 	if enabled("services") {
-		storage["services"] = services
-		storage["services/proxy"] = serviceProxy
-		storage["services/status"] = serviceStatus
+		storage["services"] = w.services
+		storage["services/proxy"] = w.serviceProxy
+		storage["services/status"] = w.serviceStatus
 	}
-	// Service accounts issue tokens bound to pods and nodes, which the
-	// generic core group has not got: rebuild them with both.
-	if rebuildServiceAccounts {
-		var nodeGetter rest.Getter
-		if utilfeature.DefaultFeatureGate.Enabled(features.ServiceAccountTokenNodeBinding) ||
-			utilfeature.DefaultFeatureGate.Enabled(features.ServiceAccountTokenPodNodeInfo) {
-			nodeGetter = nodes.Node.Store
-		}
-		sa, err := serviceaccountstore.NewREST(opts, p.generic.ServiceAccountIssuer, p.generic.APIAudiences, p.authorizer,
-			p.generic.ServiceAccountMaxExpiration, pods.Pod.Store, storage["secrets"].(rest.Getter), nodeGetter,
-			webhooks.ValidatingWebhookConfigurations(), webhooks.MutatingWebhookConfigurations(),
-			p.generic.ExtendExpiration, p.generic.MaxExtendedExpiration)
-		if err != nil {
-			return fail("serviceaccount", err)
-		}
-		storage["serviceaccounts"].Destroy()
-		storage["serviceaccounts"] = sa
-		if sa.Token != nil {
-			storage["serviceaccounts/token"] = sa.Token
-		}
-	}
+}
 
+// addServiceAccounts replaces the generic group's service accounts, whose
+// tokens cannot be bound to pods and nodes it has not got, with ones
+// built on w's.
+func (p *coreProvider) addServiceAccounts(storage map[string]rest.Storage, opts generic.RESTOptionsGetter, w *workloads) error {
+	webhooks, err := admissionregistrationv1client.NewForConfig(p.loopback)
+	if err != nil {
+		return err
+	}
+	var nodeGetter rest.Getter
+	if utilfeature.DefaultFeatureGate.Enabled(features.ServiceAccountTokenNodeBinding) ||
+		utilfeature.DefaultFeatureGate.Enabled(features.ServiceAccountTokenPodNodeInfo) {
+		nodeGetter = w.nodes.Node.Store
+	}
+	sa, err := serviceaccountstore.NewREST(opts, p.generic.ServiceAccountIssuer, p.generic.APIAudiences, p.authorizer,
+		p.generic.ServiceAccountMaxExpiration, w.pods.Pod.Store, storage["secrets"].(rest.Getter), nodeGetter,
+		webhooks.ValidatingWebhookConfigurations(), webhooks.MutatingWebhookConfigurations(),
+		p.generic.ExtendExpiration, p.generic.MaxExtendedExpiration)
+	if err != nil {
+		return err
+	}
+	storage["serviceaccounts"].Destroy()
+	storage["serviceaccounts"] = sa
+	if sa.Token != nil {
+		storage["serviceaccounts/token"] = sa.Token
+	}
+	return nil
+}
+
+// addOthers puts the rest of the core group's enabled resources in
+// storage, each built on its upstream registry.
+func addOthers(storage map[string]rest.Storage, opts generic.RESTOptionsGetter, enabled func(string) bool) error {
 	type builder struct {
 		resource string
 		build    func() (map[string]rest.Storage, error)
@@ -247,14 +288,13 @@ func (p *coreProvider) NewRESTStorage(resources serverstorage.APIResourceConfigS
 		}
 		subs, err := b.build()
 		if err != nil {
-			return fail(b.resource, err)
+			return fmt.Errorf("%s storage: %w", b.resource, err)
 		}
 		for sub, s := range subs {
 			storage[b.resource+sub] = s
 		}
 	}
-	info.VersionedResourcesStorageMap["v1"] = storage
-	return info, nil
+	return nil
 }
 
 // kubeletClientConfig is how the server reaches kubelets (pods/log, exec,
