@@ -264,6 +264,8 @@ type completedConfig struct {
 	apiserver apiserver.Config
 	// components are Config.Components, completed.
 	components []completedComponent
+	// endpointReconciler is EndpointReconcilerType, parsed.
+	endpointReconciler reconcilers.Type
 	// componentKubeconfigs are written with the certificates, for the
 	// components that serve a port of their own.
 	componentKubeconfigs []componentKubeconfig
@@ -373,6 +375,40 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if err := cc.requireGroups(); err != nil {
 		return CompletedConfig{}, err
 	}
+	errs := cc.completeFiles()
+	errs = append(errs, cc.completeServing()...)
+	errs = append(errs, cc.completeAudit()...)
+	errs = append(errs, cc.GenericServerRun.Validate()...)
+	errs = append(errs, cc.completeEtcd()...)
+	svc, svcErrs := cc.completeServices()
+	errs = append(errs, svcErrs...)
+	errs = append(errs, cc.completeNodes(svc.CIDRs.Primary)...)
+	errs = append(errs, cc.completeAuthentication()...)
+	errs = append(errs, cc.Authorization.Validate()...)
+	errs = append(errs, cc.Admission.Validate()...)
+	errs = append(errs, cc.Features.Validate()...)
+	crds, fileErrs := cc.checkFiles()
+	errs = append(errs, fileErrs...)
+	errs = append(errs, cc.completeComponents()...)
+	egress, err := cc.egress()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	advertise, err := cc.completeAdvertise(svc)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return CompletedConfig{}, errors.Join(errs...)
+	}
+	cc.apiserver = cc.apiserverConfig(svc, advertise, crds, egress)
+	return CompletedConfig{cc}, nil
+}
+
+// completeFiles resolves the data directory and the files in its pki the
+// server generates or reads by default, and checks
+// --kubelet-certificate-authority.
+func (cc *completedConfig) completeFiles() []error {
 	var errs []error
 	if cc.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))
@@ -390,7 +426,14 @@ func (c Config) Complete() (CompletedConfig, error) {
 	} else if _, err := pki.ParseCertificates(f, data); err != nil {
 		errs = append(errs, fmt.Errorf("--kubelet-certificate-authority: %w", err))
 	}
+	return errs
+}
 
+// completeServing checks the secure serving group, in a copy, and
+// resolves the generated serving certificate's files (in the data dir's
+// pki, or --cert-dir) unless --tls-cert-file names one.
+func (cc *completedConfig) completeServing() []error {
+	var errs []error
 	serving := *cc.SecureServing
 	cc.SecureServing = &serving
 	if p := serving.BindPort; p < 0 || p > 65535 {
@@ -403,19 +446,20 @@ func (c Config) Complete() (CompletedConfig, error) {
 		cc.servingCert = true
 		dir := serving.ServerCert.CertDirectory
 		if dir == "" {
-			dir = pkiDir
+			dir = filepath.Join(cc.DataDir, pkiDirName)
 		}
 		serving.ServerCert.CertKey = genericoptions.CertKey{
 			CertFile: filepath.Join(dir, servingPairName+".crt"), KeyFile: filepath.Join(dir, servingPairName+".key")}
 	} else {
 		errs = append(errs, checkKeyPair("--tls-cert-file", "--tls-private-key-file", serving.ServerCert.CertKey)...)
 	}
-	errs = append(errs, checkTLS(&serving)...)
-	errs = append(errs, cc.completeAudit()...)
+	return append(errs, checkTLS(&serving)...)
+}
 
-	errs = append(errs, cc.GenericServerRun.Validate()...)
-	errs = append(errs, cc.completeEtcd()...)
-
+// completeServices parses the Service ranges and the endpoint
+// reconciler, and checks the intervals of the server's loops.
+func (cc *completedConfig) completeServices() (services.Config, []error) {
+	var errs []error
 	serviceCIDRs, err := network.ParseServiceCIDRs(cc.ServiceClusterIPRange)
 	if err != nil {
 		errs = append(errs, err)
@@ -424,8 +468,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	reconciler, err := reconcilers.ParseType(cc.EndpointReconcilerType)
-	if err != nil {
+	if cc.endpointReconciler, err = reconcilers.ParseType(cc.EndpointReconcilerType); err != nil {
 		errs = append(errs, err)
 	}
 	if cc.APIServerCount <= 0 {
@@ -446,21 +489,29 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if cc.CertificateCheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("the certificate check interval %s must be positive", cc.CertificateCheckInterval))
 	}
+	return services.Config{CIDRs: serviceCIDRs, NodePorts: nodePorts, RepairInterval: cc.RepairInterval, RepairDeadline: cc.RepairDeadline}, errs
+}
+
+// completeNodes checks the settings the nodes run with and resolves the
+// cluster DNS's address in the primary Service range.
+func (cc *completedConfig) completeNodes(primary netip.Prefix) []error {
+	var errs []error
 	if err := cc.Nodes.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if serviceCIDRs.Primary.IsValid() {
-		if cc.Nodes.ClusterDNS, err = network.ClusterDNS(cc.Nodes.ClusterDNS, serviceCIDRs.Primary); err != nil {
+	if primary.IsValid() {
+		var err error
+		if cc.Nodes.ClusterDNS, err = network.ClusterDNS(cc.Nodes.ClusterDNS, primary); err != nil {
 			errs = append(errs, fmt.Errorf("--cluster-dns: %w", err))
 		}
 	}
-	errs = append(errs, cc.completeAuthentication()...)
-	errs = append(errs, cc.Authorization.Validate()...)
-	errs = append(errs, cc.Admission.Validate()...)
-	errs = append(errs, cc.Features.Validate()...)
-	crds, fileErrs := cc.checkFiles()
-	errs = append(errs, fileErrs...)
+	return errs
+}
 
+// completeComponents completes each component with the settings it may
+// take its defaults from, noting what it needs of the server.
+func (cc *completedConfig) completeComponents() []error {
+	var errs []error
 	settings := cc.componentSettings()
 	for _, c := range cc.Components {
 		needs, err := c.Complete(settings)
@@ -470,26 +521,34 @@ func (c Config) Complete() (CompletedConfig, error) {
 		}
 		cc.components = append(cc.components, completedComponent{c, needs})
 	}
-	egress, err := cc.egress()
-	if err != nil {
-		errs = append(errs, err)
-	}
+	return errs
+}
+
+// completeAdvertise resolves the advertise address, then the server's
+// place in an etcd cluster and its snapshots, which name it.
+func (cc *completedConfig) completeAdvertise(svc services.Config) (netip.Addr, error) {
 	advertise, err := cc.resolveAdvertiseAddress()
 	if err != nil {
-		errs = append(errs, err)
-	} else if cc.cluster, err = cc.completeCluster(advertise); err != nil {
-		errs = append(errs, err)
-	} else if err := cc.completeSnapshots(); err != nil {
-		errs = append(errs, err)
-	} else if reconciler != reconcilers.None && serviceCIDRs.Primary.IsValid() && serviceCIDRs.Primary.Addr().Is4() != advertise.Is4() {
+		return advertise, err
+	}
+	if cc.cluster, err = cc.completeCluster(advertise); err != nil {
+		return advertise, err
+	}
+	if err := cc.completeSnapshots(); err != nil {
+		return advertise, err
+	}
+	if primary := svc.CIDRs.Primary; cc.endpointReconciler != reconcilers.None && primary.IsValid() && primary.Addr().Is4() != advertise.Is4() {
 		// kube-apiserver's message: the kubernetes Service's endpoints
 		// would be of the wrong family.
-		errs = append(errs, fmt.Errorf("service IP family %q must match public address family %q", serviceCIDRs.Primary, advertise))
+		return advertise, fmt.Errorf("service IP family %q must match public address family %q", primary, advertise)
 	}
-	if len(errs) > 0 {
-		return CompletedConfig{}, errors.Join(errs...)
-	}
-	cc.apiserver = apiserver.Config{
+	return advertise, nil
+}
+
+// apiserverConfig is the API server's configuration, from the completed
+// settings.
+func (cc *completedConfig) apiserverConfig(svc services.Config, advertise netip.Addr, crds []crdinstall.CRD, egress utilnet.DialFunc) apiserver.Config {
+	return apiserver.Config{
 		GenericServerRun:             cc.GenericServerRun,
 		SecureServing:                cc.SecureServing,
 		Etcd:                         cc.Etcd,
@@ -500,23 +559,21 @@ func (c Config) Complete() (CompletedConfig, error) {
 		Admission:                    cc.Admission,
 		Features:                     cc.Features,
 		AdvertiseAddress:             advertise,
-		Services: services.Config{CIDRs: serviceCIDRs, NodePorts: nodePorts,
-			RepairInterval: cc.RepairInterval, RepairDeadline: cc.RepairDeadline},
-		KubernetesServiceNodePort:   cc.KubernetesServiceNodePort,
-		EndpointReconcilerType:      reconciler,
-		APIServerCount:              cc.APIServerCount,
-		EndpointLeaseTTL:            cc.EndpointLeaseTTL,
-		EndpointReconcileInterval:   cc.EndpointReconcileInterval,
-		EventTTL:                    cc.EventTTL,
-		KubeletCertificateAuthority: cc.KubeletCertificateAuthority,
-		CRDs:                        crds,
-		Progress:                    cc.Progress,
-		InProcessUsers:              cc.inProcessUsers(),
-		GarbageCollection:           cc.anyComponent(func(n Needs) bool { return n.GarbageCollector }),
-		NamespaceController:         !cc.anyComponent(func(n Needs) bool { return n.NamespaceController }),
-		Egress:                      egress,
+		Services:                     svc,
+		KubernetesServiceNodePort:    cc.KubernetesServiceNodePort,
+		EndpointReconcilerType:       cc.endpointReconciler,
+		APIServerCount:               cc.APIServerCount,
+		EndpointLeaseTTL:             cc.EndpointLeaseTTL,
+		EndpointReconcileInterval:    cc.EndpointReconcileInterval,
+		EventTTL:                     cc.EventTTL,
+		KubeletCertificateAuthority:  cc.KubeletCertificateAuthority,
+		CRDs:                         crds,
+		Progress:                     cc.Progress,
+		InProcessUsers:               cc.inProcessUsers(),
+		GarbageCollection:            cc.anyComponent(func(n Needs) bool { return n.GarbageCollector }),
+		NamespaceController:          !cc.anyComponent(func(n Needs) bool { return n.NamespaceController }),
+		Egress:                       egress,
 	}
-	return CompletedConfig{cc}, nil
 }
 
 // requireGroups refuses a Config whose option groups were not set (by
