@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kubeboot/kubeboot/internal/platform/registries"
 )
 
 // Snapshotters are the snapshotters the embedded containerd has.
@@ -38,12 +40,12 @@ type Options struct {
 	PrivateRegistry string
 
 	// registries is PrivateRegistry read (Validate).
-	registries *Registries
+	registries *registries.Config
 }
 
 // NewOptions returns the defaults: the embedded containerd on overlayfs.
 func NewOptions() *Options {
-	return &Options{PauseImage: DefaultPauseImage, Snapshotter: Snapshotters[0], PrivateRegistry: DefaultPrivateRegistry}
+	return &Options{PauseImage: DefaultPauseImage, Snapshotter: Snapshotters[0], PrivateRegistry: registries.DefaultPath}
 }
 
 // AddFlags registers the flags on fs.
@@ -71,8 +73,10 @@ func (o *Options) Validate() error {
 	}
 	// Read now, so that a bad file stops the node before it starts.
 	var err error
-	o.registries, err = ReadRegistries(o.PrivateRegistry, o.PrivateRegistry != DefaultPrivateRegistry)
-	return err
+	if o.registries, err = registries.Read(o.PrivateRegistry, o.PrivateRegistry != registries.DefaultPath); err != nil {
+		return fmt.Errorf("--private-registry: %w", err)
+	}
+	return nil
 }
 
 // Embedded reports whether the node runs the embedded containerd.
@@ -90,7 +94,7 @@ func (o *Options) Mirrored() []string {
 // Rewrites are the registries whose mirrors rewrite repositories, by
 // name: the node's registry mirror pulls from those mirrors for the
 // embedded containerd.
-func (o *Options) Rewrites() (map[string]*Rewrite, error) {
+func (o *Options) Rewrites() (map[string]*registries.Rewrite, error) {
 	if o.registries == nil {
 		return nil, nil
 	}

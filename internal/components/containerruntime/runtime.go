@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/internal/components/containerruntime/embedded"
+	"github.com/kubeboot/kubeboot/internal/platform/registries"
 )
 
 // The embedded containerd's files, in the node's directory.
@@ -80,7 +81,7 @@ type Node struct {
 	CNI        bool
 	CNIConfDir string
 	// Mirror, if set, is the node's embedded registry mirror.
-	Mirror *LocalMirror
+	Mirror *registries.LocalMirror
 }
 
 // Start returns the node's runtime: the host's at --container-runtime-
@@ -147,11 +148,11 @@ func (o *Options) config(n Node) (*setup, error) {
 	if err := checkSocket(s.socket); err != nil {
 		return nil, err
 	}
-	registries := o.registries
-	if registries == nil {
-		registries = &Registries{}
+	r := o.registries
+	if r == nil {
+		r = &registries.Config{}
 	}
-	if s.hosts, err = registries.hostsFiles(n.Mirror); err != nil {
+	if s.hosts, err = r.HostsFiles(n.Mirror); err != nil {
 		return nil, err
 	}
 	s.config, err = renderConfig(configValues{
@@ -159,7 +160,7 @@ func (o *Options) config(n Node) (*setup, error) {
 		Snapshotter: o.Snapshotter, PauseImage: o.PauseImage, CNIBinDirs: binDirs,
 		CNIConfDir:          n.CNIConfDir,
 		RegistryConfigDir:   s.registryDir,
-		RegistryAuths:       registries.auths(),
+		RegistryAuths:       r.Auths(),
 		RestrictOOMScoreAdj: !hasCapability(capSysResource),
 	})
 	return s, err

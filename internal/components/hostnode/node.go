@@ -30,6 +30,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
+	"github.com/kubeboot/kubeboot/internal/platform/registries"
 )
 
 // policySyncTimeout bounds how long the kubelet waits for the node's
@@ -157,7 +158,7 @@ type node struct {
 	agent kubernetes.Interface
 	// rewrites are registries.yaml's registries whose mirrors rename
 	// repositories, which the registry mirror pulls for containerd.
-	rewrites map[string]*containerruntime.Rewrite
+	rewrites map[string]*registries.Rewrite
 	// mirror is whether the node runs its registry mirror.
 	mirror bool
 }
@@ -210,7 +211,7 @@ func (n *node) startRuntime(ctx context.Context) (*containerruntime.Runtime, err
 		if err != nil {
 			return nil, fmt.Errorf("the registry mirror's address: %w", err)
 		}
-		spec.Mirror = &containerruntime.LocalMirror{URL: registrymirror.URL(addr), Peers: settings.EmbeddedRegistry,
+		spec.Mirror = &registries.LocalMirror{URL: registrymirror.URL(addr), Peers: settings.EmbeddedRegistry,
 			CAFile: filepath.Join(n.dir, clientCAName), ClientCertFile: filepath.Join(n.dir, kubeletCertDirName, kubeletClientCertName)}
 	} else if settings.EmbeddedRegistry {
 		klog.FromContext(ctx).Info("The cluster has the embedded registry mirror, which this node, on --container-runtime-endpoint, neither serves nor asks")
@@ -451,7 +452,7 @@ func (o *Options) localStoragePath(dir string) string {
 // mirror that cannot serve leaves the node pulling from the registries
 // (its containerd goes on to the next endpoint), so its failure is
 // logged, not the node's.
-func (o *Options) runRegistryMirror(ctx context.Context, dir string, agent kubernetes.Interface, peers bool, rewrites map[string]*containerruntime.Rewrite) {
+func (o *Options) runRegistryMirror(ctx context.Context, dir string, agent kubernetes.Interface, peers bool, rewrites map[string]*registries.Rewrite) {
 	logger := klog.FromContext(ctx)
 	store, closeStore, err := registrymirror.NewContainerdStore(containerruntime.Socket(dir), containerruntime.CRINamespace)
 	if err == nil {

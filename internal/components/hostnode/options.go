@@ -30,6 +30,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 	"github.com/kubeboot/kubeboot/internal/components/kubelethost"
 	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
+	"github.com/kubeboot/kubeboot/internal/platform/registries"
 )
 
 // Options are the flags of the host's node.
@@ -112,7 +113,7 @@ func (o *Options) Validate() error {
 			"--default-local-storage-path": o.LocalStoragePath != "", "--container-runtime-endpoint": o.Runtime.Endpoint != "",
 			"--pause-image":      o.Runtime.PauseImage != containerruntime.DefaultPauseImage,
 			"--snapshotter":      o.Runtime.Snapshotter != containerruntime.NewOptions().Snapshotter,
-			"--private-registry": o.Runtime.PrivateRegistry != containerruntime.DefaultPrivateRegistry} {
+			"--private-registry": o.Runtime.PrivateRegistry != registries.DefaultPath} {
 			if set {
 				given = append(given, flag)
 			}

@@ -50,7 +50,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
 
-	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
+	"github.com/kubeboot/kubeboot/internal/platform/registries"
 )
 
 // Port is the mirror's port on every node's address.
@@ -79,7 +79,7 @@ type Config struct {
 	Registries []string
 	// Rewrites are the registries whose mirrors rename repositories:
 	// the mirror pulls from them for the node's containerd.
-	Rewrites map[string]*containerruntime.Rewrite
+	Rewrites map[string]*registries.Rewrite
 	// CAFile is the cluster CA, which signed the nodes' certificates.
 	CAFile string
 	// CertDir is the kubelet's --cert-dir.
@@ -178,7 +178,7 @@ type mirror struct {
 	peers      *peers
 	store      Store
 	// rewrites are the registries whose mirrors rename repositories.
-	rewrites map[string]*containerruntime.Rewrite
+	rewrites map[string]*registries.Rewrite
 	logger   klog.Logger
 }
 

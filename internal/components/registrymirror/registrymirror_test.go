@@ -33,8 +33,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/registries"
 )
 
 // memStore is a Store in memory.
@@ -446,9 +446,9 @@ func TestRewrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &containerruntime.Registries{
-		Mirrors: map[string]containerruntime.Mirror{"registry.test": {Endpoints: []string{srv.URL}, Rewrites: map[string]string{"^team/(.*)$": "mirrored/team/$1"}}},
-		Configs: map[string]containerruntime.RegistryConfig{host: {Auth: &containerruntime.RegistryAuth{Username: user, Password: password}}},
+	r := &registries.Config{
+		Mirrors: map[string]registries.Mirror{"registry.test": {Endpoints: []string{srv.URL}, Rewrites: map[string]string{"^team/(.*)$": "mirrored/team/$1"}}},
+		Configs: map[string]registries.HostConfig{host: {Auth: &registries.Auth{Username: user, Password: password}}},
 	}
 	rewrites, err := r.Rewrites()
 	if err != nil {
@@ -505,9 +505,9 @@ func TestRewritePull(t *testing.T) {
 	if err := remote.Write(ref, img, remote.WithTransport(srv.Client().Transport)); err != nil {
 		t.Fatal(err)
 	}
-	r := &containerruntime.Registries{
-		Mirrors: map[string]containerruntime.Mirror{"rewrite.test": {Endpoints: []string{srv.URL}, Rewrites: map[string]string{"^kubeboot/(.*)$": "renamed/$1"}}},
-		Configs: map[string]containerruntime.RegistryConfig{host: {TLS: &containerruntime.RegistryTLS{CAFile: caFile}}},
+	r := &registries.Config{
+		Mirrors: map[string]registries.Mirror{"rewrite.test": {Endpoints: []string{srv.URL}, Rewrites: map[string]string{"^kubeboot/(.*)$": "renamed/$1"}}},
+		Configs: map[string]registries.HostConfig{host: {TLS: &registries.TLS{CAFile: caFile}}},
 	}
 	rewrites, err := r.Rewrites()
 	if err != nil {

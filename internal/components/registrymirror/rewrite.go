@@ -15,7 +15,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/sirupsen/logrus"
 
-	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
+	"github.com/kubeboot/kubeboot/internal/platform/registries"
 )
 
 // quietLog takes what containerd's resolver logs: each host it tries is
@@ -30,7 +30,7 @@ var quietLog = func() *logrus.Entry {
 // registry that rename repositories, with containerd's own resolver and
 // fetcher (their TLS, credentials and token exchange), or 404: containerd
 // then asks the registry itself by the original name.
-func (m *mirror) serveRewritten(w http.ResponseWriter, r *http.Request, req request, rw *containerruntime.Rewrite) {
+func (m *mirror) serveRewritten(w http.ResponseWriter, r *http.Request, req request, rw *registries.Rewrite) {
 	renamed := req
 	renamed.repository = rw.Apply(req.repository)
 	desc, body, err := fetchRewritten(r, renamed, rw)
@@ -65,7 +65,7 @@ func (m *mirror) serveRewritten(w http.ResponseWriter, r *http.Request, req requ
 // (by tag or digest); a blob fetched by digest straight away, since
 // resolving a digest asks for a manifest first, and containerd's
 // resolver rejects a layer answered as one.
-func fetchRewritten(r *http.Request, req request, rw *containerruntime.Rewrite) (ocispec.Descriptor, io.ReadCloser, error) {
+func fetchRewritten(r *http.Request, req request, rw *registries.Rewrite) (ocispec.Descriptor, io.ReadCloser, error) {
 	ctx := log.WithLogger(r.Context(), quietLog)
 	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: rw.Hosts})
 	if req.kind == "manifests" {

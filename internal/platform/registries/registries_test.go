@@ -1,4 +1,4 @@
-package containerruntime
+package registries
 
 import (
 	"context"
@@ -34,13 +34,13 @@ func TestHostsFiles(t *testing.T) {
 	local := &LocalMirror{URL: "https://198.51.100.1:5001", CAFile: filepath.Join(dir, "ca.crt"), ClientCertFile: clientFile, Peers: true}
 	rewriteOnly := *local
 	rewriteOnly.Peers = false
-	r := &Registries{
+	r := &Config{
 		Mirrors: map[string]Mirror{
 			"registry.test": {Endpoints: []string{"https://mirror.test:5000", "http://plain.test/v2/prefix"}},
 			"*":             {Endpoints: []string{"https://everything.test"}},
 			"renamed.test":  {Endpoints: []string{"https://mirror.test:5000"}, Rewrites: map[string]string{"^(.*)$": "renamed/$1"}},
 		},
-		Configs: map[string]RegistryConfig{"private.test": {TLS: &RegistryTLS{InsecureSkipVerify: true}}},
+		Configs: map[string]HostConfig{"private.test": {TLS: &TLS{InsecureSkipVerify: true}}},
 	}
 	for _, tc := range []struct {
 		name     string
@@ -63,7 +63,7 @@ func TestHostsFiles(t *testing.T) {
 			"https://mirror.test:5000/v2 http://plain.test/v2/prefix https://registry.test/v2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			files, err := r.hostsFiles(tc.local)
+			files, err := r.HostsFiles(tc.local)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,14 +105,14 @@ func TestHostsFiles(t *testing.T) {
 // repository; the others are kept; the credentials are containerd's
 // CRI plugin's reading of registries.yaml's auth.
 func TestRewrites(t *testing.T) {
-	r := &Registries{
+	r := &Config{
 		Mirrors: map[string]Mirror{"registry.test": {Endpoints: []string{"https://mirror.test/v2/prefix"},
 			Rewrites: map[string]string{"^library/(.*)$": "mirrored/$1", "^team/(a|b)$": "teams/$1", "^z": "never"}}},
-		Configs: map[string]RegistryConfig{
-			"mirror.test": {Auth: &RegistryAuth{Auth: "dXNlcjpwYXNz"}},
-			"token.test":  {Auth: &RegistryAuth{IdentityToken: "tok", Username: "ignored"}},
-			"plain.test":  {Auth: &RegistryAuth{Username: "u", Password: "p"}},
-			"bad.test":    {Auth: &RegistryAuth{Auth: "!!"}},
+		Configs: map[string]HostConfig{
+			"mirror.test": {Auth: &Auth{Auth: "dXNlcjpwYXNz"}},
+			"token.test":  {Auth: &Auth{IdentityToken: "tok", Username: "ignored"}},
+			"plain.test":  {Auth: &Auth{Username: "u", Password: "p"}},
+			"bad.test":    {Auth: &Auth{Auth: "!!"}},
 		},
 	}
 	rewrites, err := r.Rewrites()
