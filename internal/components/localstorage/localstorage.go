@@ -26,7 +26,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -34,8 +33,8 @@ import (
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 
 	"github.com/kubeboot/kubeboot/controlplane"
-	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
+	"github.com/kubeboot/kubeboot/internal/platform/simulated"
 )
 
 const (
@@ -129,7 +128,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	}
 	// The simulated nodes are those kwok's label marks.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.SelectorFromSet(labels.Set{simulatednodes.TypeLabel: simulatednodes.TypeValue}).String()
+		o.LabelSelector = simulated.NodeSelector()
 	}))
 	nodes := factory.Core().V1().Nodes().Lister()
 	factory.StartWithContext(ctx)

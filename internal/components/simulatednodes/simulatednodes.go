@@ -27,7 +27,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -66,10 +65,6 @@ const (
 	// status to the user (kwok's --disregard-status-with-annotation-selector).
 	CustomStatusAnnotation = "kwok.x-k8s.io/status"
 	CustomStatusValue      = "custom"
-	// TypeLabel=TypeValue is kwok's label for its nodes, which kwok
-	// users' manifests select.
-	TypeLabel = "type"
-	TypeValue = "kwok"
 	// NamePrefix starts a simulated node's name; its index follows.
 	NamePrefix = "simulated-"
 )
@@ -148,7 +143,7 @@ const readyStall = 2 * time.Minute
 // a list every 50 ms 5,000 nodes took 5 min 24 s to be Ready instead of
 // 2 min 14 s (docs/performance.md).
 func waitReady(ctx context.Context, client kubernetes.Interface, count int, stall time.Duration, report progress.Func) error {
-	selector := labels.SelectorFromSet(labels.Set{TypeLabel: TypeValue}).String()
+	selector := simulated.NodeSelector()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
@@ -403,7 +398,7 @@ func editStatus(s *internalversion.Stage, old, new string) error {
 // it has created.
 func ensureNodes(ctx context.Context, client kubernetes.Interface, count int, plan cidrPlan, report progress.Func) error {
 	existing, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{TypeLabel: TypeValue}).String()})
+		LabelSelector: simulated.NodeSelector()})
 	if err != nil {
 		return err
 	}
@@ -470,7 +465,7 @@ func newNode(i int, podCIDRs []string) *corev1.Node {
 			Labels: map[string]string{
 				corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
 				kubeletapis.LabelOS: "linux", kubeletapis.LabelArch: "amd64",
-				TypeLabel: TypeValue,
+				simulated.TypeLabel: simulated.TypeValue,
 			},
 			Annotations: map[string]string{simulated.NodeAnnotation: simulated.NodeAnnotationValue},
 		},

@@ -1,7 +1,10 @@
 // Package simulated says what marks a node as simulated, for the API
-// server (which answers a simulated node's logs and exec requests itself)
-// and the simulated nodes (which create such nodes) alike.
+// server (which answers a simulated node's logs and exec requests itself),
+// the simulated nodes (which create such nodes) and the components that
+// leave them out or serve only them (local storage) alike.
 package simulated
+
+import "k8s.io/apimachinery/pkg/labels"
 
 // A node annotated NodeAnnotation=NodeAnnotationValue is played by kwok's
 // controllers (kubeboot's --simulated-nodes, or any kwok): no kubelet
@@ -15,3 +18,13 @@ const (
 func Node(annotations map[string]string) bool {
 	return annotations[NodeAnnotation] == NodeAnnotationValue
 }
+
+// A node labelled TypeLabel=TypeValue is kwok's, as kwok labels its
+// nodes and kwok users' manifests select them.
+const (
+	TypeLabel = "type"
+	TypeValue = "kwok"
+)
+
+// NodeSelector selects the simulated nodes, as a label selector's string.
+func NodeSelector() string { return labels.SelectorFromSet(labels.Set{TypeLabel: TypeValue}).String() }
