@@ -21,6 +21,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/certificate"
 	"k8s.io/klog/v2"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 )
 
 // Bounds of a lookup among the peers.
@@ -129,7 +130,7 @@ func (p *peers) candidates(req request) (first, rest []peer) {
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	image, holder := req.image(), p.blobs.get(req.reference)
 	for _, n := range nodes {
-		if n.Name == p.self || !ready(n) {
+		if n.Name == p.self || !nodeutil.IsNodeReady(n) {
 			continue
 		}
 		addr, ok := internalIP(n)
@@ -214,16 +215,6 @@ func copyHeaders(dst, src http.Header) {
 			dst[h] = v
 		}
 	}
-}
-
-// ready reports whether the node is Ready.
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // internalIP is the node's first InternalIP.

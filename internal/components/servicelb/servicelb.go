@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeboot/kubeboot/controlplane"
@@ -271,7 +272,7 @@ func Ingress(svc *corev1.Service, nodes []*corev1.Node) []corev1.LoadBalancerIng
 // excluded by its label.
 func eligible(n *corev1.Node) bool {
 	_, excluded := n.Labels[excludeLabel]
-	return !excluded && ready(n)
+	return !excluded && nodeutil.IsNodeReady(n)
 }
 
 // nodeAddresses are n's ExternalIPs, or its InternalIPs if it has none.
@@ -293,15 +294,6 @@ func nodeAddresses(n *corev1.Node) []netip.Addr {
 		return external
 	}
 	return internal
-}
-
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func ingressIPs(ingress []corev1.LoadBalancerIngress) string {
