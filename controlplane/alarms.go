@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 
@@ -60,14 +61,7 @@ func (s *Server) reclaimEtcdSpace(ctx context.Context) {
 	recorder := s.api.Recorder()
 	raised := map[etcd.Alarm]time.Time{}
 	warned := false
-	ticker := time.NewTicker(etcdAlarmInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		// Alarms are noted before the reclaim, which may clear them in
 		// the same tick: each cleared one then still gets its Event.
 		for _, a := range s.etcd.Alarms() {
@@ -100,5 +94,5 @@ func (s *Server) reclaimEtcdSpace(ctx context.Context) {
 				delete(raised, a)
 			}
 		}
-	}
+	}, etcdAlarmInterval)
 }

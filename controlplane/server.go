@@ -19,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -632,42 +633,35 @@ func notifySystemd(socket string) error {
 	return err
 }
 
-// renewCertificates issues anew, every Config.CertificateCheckInterval,
-// the leaf certificates in pki that are within pki.RenewBefore of their
-// expiry or were retired (`kubeboot certificate rotate`), as a start
-// does: the serving, front-proxy and kubelet client certificates are
+// renewCertificates issues anew, as it starts and then every
+// Config.CertificateCheckInterval, the leaf certificates in pki that are
+// within pki.RenewBefore of their expiry or were retired (`kubeboot
+// certificate rotate`), as a start does: the serving, front-proxy and kubelet client certificates are
 // reloaded from their files without a restart; the kubeconfigs are
 // rewritten for their next reader.
 func (s *Server) renewCertificates(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	dir := filepath.Join(s.cfg.DataDir, pkiDirName)
 	port := s.listener.Addr().(*net.TCPAddr).Port
-	ticker := time.NewTicker(s.cfg.CertificateCheckInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	wait.UntilWithContext(ctx, func(context.Context) {
 		before, err := pki.Inspect(dir)
 		if err != nil {
 			logger.Error(err, "Checking the certificates")
-			continue
+			return
 		}
 		if _, err := ensureCertificates(s.cfg, port); err != nil {
 			logger.Error(err, "Renewing the certificates")
-			continue
+			return
 		}
 		after, err := pki.Inspect(dir)
 		if err != nil {
 			logger.Error(err, "Checking the certificates")
-			continue
+			return
 		}
 		for _, c := range after {
 			if !slices.ContainsFunc(before, func(b pki.Certificate) bool { return b.Name == c.Name && b.NotAfter.Equal(c.NotAfter) }) {
 				logger.Info("Issued a new certificate", "name", c.Name, "notAfter", c.NotAfter)
 			}
 		}
-	}
+	}, s.cfg.CertificateCheckInterval)
 }

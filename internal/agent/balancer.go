@@ -16,6 +16,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -181,20 +182,13 @@ func (b *balancer) follow(ctx context.Context, kubeconfig string) {
 		logger.Error(err, "The servers' balancer cannot learn the servers")
 		return
 	}
-	ticker := time.NewTicker(refreshInterval)
-	defer ticker.Stop()
-	for {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if servers, err := listServers(ctx, client); err != nil {
 			logger.V(2).Info("Listing the servers", "err", err)
 		} else if err := b.setServers(servers); err != nil {
 			logger.Error(err, "Keeping the servers' list")
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	}, refreshInterval)
 }
 
 // listServers are the kubernetes Service's ready endpoints, host:port.

@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeboot/kubeboot/internal/platform/progress"
 )
@@ -272,26 +273,19 @@ func watchSize(path string, update progress.Update, report progress.Func) (stop 
 	if report == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
-		ticker := time.NewTicker(sizePollInterval)
-		defer ticker.Stop()
-		for {
+		wait.UntilWithContext(ctx, func(context.Context) {
 			if info, err := os.Stat(path); err == nil {
 				update.Done = min(info.Size(), update.Total-1)
 			}
 			report.Report(update)
-			select {
-			case <-done:
-				return
-			case <-ticker.C:
-			}
-		}
+		}, sizePollInterval)
 	}()
 	return func() {
-		close(done)
+		cancel()
 		<-exited
 		update.End = true
 		report.Report(update)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	flowcontrolbootstrap "k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 	flowcontrolinformers "k8s.io/client-go/informers/flowcontrol/v1"
 	flowcontrolclient "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
@@ -54,20 +55,13 @@ func (f *FlowControl) Ensure(ctx context.Context) error {
 	if err := untilDone(ctx, "API Priority and Fairness configuration", f.ensure); err != nil {
 		return err
 	}
-	go func() {
-		tick := time.NewTicker(flowControlInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if err := f.ensure(ctx); err != nil {
-				klog.FromContext(ctx).Error(err, "Ensuring the API Priority and Fairness configuration failed, will retry")
-			}
+	// Kept so, as kube-apiserver does: again at once, then every
+	// interval.
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := f.ensure(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Ensuring the API Priority and Fairness configuration failed, will retry")
 		}
-	}()
+	}, flowControlInterval)
 	return nil
 }
 
