@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeboot/kubeboot/internal/platform/manifests"
+	"github.com/kubeboot/kubeboot/internal/platform/reason"
 )
 
 // Event reasons, on a file's record.
@@ -72,15 +73,6 @@ type object struct {
 func (o *object) ref() ref {
 	return ref{APIVersion: o.u.GetAPIVersion(), Kind: o.u.GetKind(), Namespace: o.u.GetNamespace(), Name: o.u.GetName()}
 }
-
-// fileError is why a file did not apply, with the event's reason.
-type fileError struct {
-	reason string
-	err    error
-}
-
-func (e *fileError) Error() string { return e.err.Error() }
-func (e *fileError) Unwrap() error { return e.err }
 
 // skipped reports whether a file is left alone: NAME.skip is beside it,
 // or --disable names it or its name without extension.
@@ -157,21 +149,18 @@ func (a *applier) sync(ctx context.Context, file string) error {
 			}
 		}
 		if err = a.delete(ctx, stale); err != nil {
-			err = &fileError{ReasonPruneFailed, err}
+			err = reason.Wrap(ReasonPruneFailed, err)
 		}
 	}
 	if err != nil {
-		reason := ReasonApplyFailed
-		if fe := (*fileError)(nil); errors.As(err, &fe) {
-			reason = fe.reason
-		}
-		a.recorder.Eventf(rec.cm, corev1.EventTypeWarning, reason, "%s: %v", file, err)
-		if reason == ReasonInvalid {
+		why := reason.Of(err, ReasonApplyFailed)
+		a.recorder.Eventf(rec.cm, corev1.EventTypeWarning, why, "%s: %v", file, err)
+		if why == ReasonInvalid {
 			a.reported.Store(file, sum)
 			logger.Error(err, "Manifest not applied: nothing of it is, until the file changes")
 			return nil
 		}
-		if reason == ReasonApplyFailed || reason == ReasonPruneFailed {
+		if why == ReasonApplyFailed || why == ReasonPruneFailed {
 			logger.Error(err, "Applying a manifest failed; it is tried again")
 			// Part of it may be applied: the record knows those objects
 			// too, so that removing the file before it applies deletes
@@ -186,7 +175,7 @@ func (a *applier) sync(ctx context.Context, file string) error {
 				logger.Error(err, "Recording a manifest's objects")
 			}
 		} else {
-			logger.Error(err, "Manifest not applied: nothing of it is; it is tried again", "reason", reason)
+			logger.Error(err, "Manifest not applied: nothing of it is; it is tried again", "reason", why)
 		}
 		return err
 	}
@@ -206,12 +195,12 @@ func (a *applier) sync(ctx context.Context, file string) error {
 func (a *applier) plan(ctx context.Context, path string, data []byte) ([]*object, error) {
 	docs, err := manifests.Parse(path, data)
 	if err != nil {
-		return nil, &fileError{ReasonInvalid, err}
+		return nil, reason.Wrap(ReasonInvalid, err)
 	}
 	var objects []*object
 	add := func(source string, u *unstructured.Unstructured) error {
 		if u.GetName() == "" {
-			return &fileError{ReasonInvalid, fmt.Errorf("%s: %s: metadata.name: Required value", source, u.GetKind())}
+			return reason.Wrap(ReasonInvalid, fmt.Errorf("%s: %s: metadata.name: Required value", source, u.GetKind()))
 		}
 		objects = append(objects, &object{source: source, u: u})
 		return nil
@@ -219,7 +208,7 @@ func (a *applier) plan(ctx context.Context, path string, data []byte) ([]*object
 	for _, doc := range docs {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(doc.Data, &u.Object); err != nil {
-			return nil, &fileError{ReasonInvalid, fmt.Errorf("%s: %w", doc.Source, err)}
+			return nil, reason.Wrap(ReasonInvalid, fmt.Errorf("%s: %w", doc.Source, err))
 		}
 		if !u.IsList() {
 			if err := add(doc.Source, u); err != nil {
@@ -229,7 +218,7 @@ func (a *applier) plan(ctx context.Context, path string, data []byte) ([]*object
 		}
 		list, err := u.ToList()
 		if err != nil {
-			return nil, &fileError{ReasonInvalid, fmt.Errorf("%s: %w", doc.Source, err)}
+			return nil, reason.Wrap(ReasonInvalid, fmt.Errorf("%s: %w", doc.Source, err))
 		}
 		for i := range list.Items {
 			if err := add(fmt.Sprintf("%s item %d", doc.Source, i), &list.Items[i]); err != nil {
@@ -259,7 +248,7 @@ func (a *applier) plan(ctx context.Context, path string, data []byte) ([]*object
 			namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
 		case meta.IsNoMatchError(err) && isDefined:
 		case meta.IsNoMatchError(err):
-			return nil, &fileError{ReasonUnknownKind, fmt.Errorf("%s: the server serves no kind %s in %s", o.source, gvk.Kind, gvk.GroupVersion())}
+			return nil, reason.Wrap(ReasonUnknownKind, fmt.Errorf("%s: the server serves no kind %s in %s", o.source, gvk.Kind, gvk.GroupVersion()))
 		default:
 			return nil, err
 		}
@@ -305,7 +294,7 @@ func (a *applier) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error
 }
 
 // apply applies objects in order, as a server-side dry run first: a
-// dry run refused makes the file's fault a fileError. A dry run passes
+// dry run refused makes the file's fault a reason.Error. A dry run passes
 // over what cannot be tried before what comes before it in the file is
 // applied: objects of a kind the file defines, and objects in a namespace
 // the file creates.
@@ -335,7 +324,7 @@ func (a *applier) apply(ctx context.Context, objects []*object, dryRun bool) err
 		}
 		err = fmt.Errorf("%s: %s: %w", o.source, o.ref(), err)
 		if dryRun && apierrors.ReasonForError(err) != metav1.StatusReasonUnknown && !apierrors.IsServerTimeout(err) && !apierrors.IsTooManyRequests(err) {
-			return &fileError{ReasonRefused, err}
+			return reason.Wrap(ReasonRefused, err)
 		}
 		return err
 	}

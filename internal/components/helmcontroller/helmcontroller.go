@@ -47,6 +47,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/kubeboot/kubeboot/internal/platform/reason"
+
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/kube"
@@ -249,7 +251,7 @@ func (c *controller) deploy(ctx context.Context, u *unstructured.Unstructured, h
 	}
 	ch, err := loader.LoadArchive(bytes.NewReader(archive))
 	if err != nil {
-		return c.failed(ctx, u, hc, &sourceError{reason: reasonInvalidChart, err: fmt.Errorf("the chart's archive: %w", err)}, policy)
+		return c.failed(ctx, u, hc, reason.Wrap(reasonInvalidChart, fmt.Errorf("the chart's archive: %w", err)), policy)
 	}
 	timeout := defaultTimeout
 	if hc.Spec.Timeout != nil && hc.Spec.Timeout.Duration > 0 {
@@ -277,7 +279,7 @@ func (c *controller) deploy(ctx context.Context, u *unstructured.Unstructured, h
 		}
 	}
 	if err != nil {
-		return c.failed(ctx, u, hc, &sourceError{reason: failure, err: err}, policy)
+		return c.failed(ctx, u, hc, reason.Wrap(failure, err), policy)
 	}
 	acc, err := releasei.NewAccessor(rel)
 	if err != nil {
@@ -325,22 +327,18 @@ func (c *controller) undoUpgrade(cfg *action.Configuration, name string, timeout
 // failure is new, and the Failed condition. It is retried unless the
 // policy is abort.
 func (c *controller) failed(ctx context.Context, u *unstructured.Unstructured, hc *HelmChart, failure error, policy string) (bool, error) {
-	reason := "Failed"
-	var se *sourceError
-	if errors.As(failure, &se) {
-		reason = se.reason
-	}
+	why := reason.Of(failure, "Failed")
 	key := hc.Namespace + "/" + hc.Name
 	c.mu.Lock()
 	repeated := c.lastError[key] == failure.Error()
 	c.lastError[key] = failure.Error()
 	c.mu.Unlock()
 	if !repeated {
-		c.recorder.Event(u, corev1.EventTypeWarning, reason, failure.Error())
-		c.logger.Error(failure, "A HelmChart's release failed", "helmChart", klog.KObj(hc), "reason", reason, "failurePolicy", policy)
+		c.recorder.Event(u, corev1.EventTypeWarning, why, failure.Error())
+		c.logger.Error(failure, "A HelmChart's release failed", "helmChart", klog.KObj(hc), "reason", why, "failurePolicy", policy)
 	}
 	if err := c.setStatus(ctx, u, hc, hc.Status.Revision, hc.Status.Digest, &chartCondition{Type: conditionFailed, Status: string(metav1.ConditionTrue),
-		Reason: reason, Message: failure.Error()}); err != nil {
+		Reason: why, Message: failure.Error()}); err != nil {
 		return false, err
 	}
 	return policy != policyAbort, nil

@@ -22,26 +22,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeboot/kubeboot/internal/platform/reason"
+
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 	"helm.sh/helm/v4/pkg/strvals"
 )
 
-// sourceError is a failure to get the chart or its values whose cause
-// is the HelmChart's (or its repository's): its reason names it in the
-// Warning event.
-type sourceError struct {
-	reason string
-	err    error
-}
-
-func (e *sourceError) Error() string { return e.err.Error() }
-func (e *sourceError) Unwrap() error { return e.err }
-
-func sourceErr(reason string, format string, args ...any) error {
-	return &sourceError{reason: reason, err: fmt.Errorf(format, args...)}
-}
-
-// Reasons of sourceErrors.
+// The reasons of a failure to get the chart or its values whose cause is
+// the HelmChart's (or its repository's), for its Warning event and
+// condition (reason.Error).
 const (
 	reasonInvalidChart  = "InvalidChart"
 	reasonChartNotFound = "ChartNotFound"
@@ -63,15 +52,15 @@ func chartArchive(ctx context.Context, client kubernetes.Interface, hc *HelmChar
 	if s.ChartContent != "" {
 		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s.ChartContent))
 		if err != nil {
-			return nil, sourceErr(reasonInvalidChart, "spec.chartContent: not base64: %v", err)
+			return nil, reason.Errorf(reasonInvalidChart, "spec.chartContent: not base64: %v", err)
 		}
 		return b, nil
 	}
 	if s.Chart == "" {
-		return nil, sourceErr(reasonInvalidChart, "spec.chart: neither a chart nor spec.chartContent given")
+		return nil, reason.Errorf(reasonInvalidChart, "spec.chart: neither a chart nor spec.chartContent given")
 	}
 	if strings.HasPrefix(s.Chart, "oci://") {
-		return nil, sourceErr(reasonInvalidChart, "spec.chart %s: OCI registries are not supported; give the chart's repository, its URL or spec.chartContent", s.Chart)
+		return nil, reason.Errorf(reasonInvalidChart, "spec.chart %s: OCI registries are not supported; give the chart's repository, its URL or spec.chartContent", s.Chart)
 	}
 	httpClient, err := repoClient(ctx, client, hc)
 	if err != nil {
@@ -86,7 +75,7 @@ func chartArchive(ctx context.Context, client kubernetes.Interface, hc *HelmChar
 	chartURL := s.Chart
 	if u, err := url.Parse(s.Chart); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		if s.Repo == "" {
-			return nil, sourceErr(reasonInvalidChart, "spec.chart %q: a chart's name needs spec.repo (or give its URL)", s.Chart)
+			return nil, reason.Errorf(reasonInvalidChart, "spec.chart %q: a chart's name needs spec.repo (or give its URL)", s.Chart)
 		}
 		if chartURL, err = findInRepo(ctx, httpClient, user, password, s.Repo, s.Chart, s.Version, cacheDir); err != nil {
 			return nil, err
@@ -99,7 +88,7 @@ func chartArchive(ctx context.Context, client kubernetes.Interface, hc *HelmChar
 	}
 	b, err := get(ctx, httpClient, user, password, chartURL)
 	if err != nil {
-		return nil, sourceErr(reasonRepoFailed, "chart %s: %v", chartURL, err)
+		return nil, reason.Errorf(reasonRepoFailed, "chart %s: %v", chartURL, err)
 	}
 	return b, nil
 }
@@ -110,7 +99,7 @@ func findInRepo(ctx context.Context, c *http.Client, user, password, repoURL, ch
 	indexURL := strings.TrimSuffix(repoURL, "/") + "/index.yaml"
 	b, err := get(ctx, c, user, password, indexURL)
 	if err != nil {
-		return "", sourceErr(reasonRepoFailed, "spec.repo %s: %v", repoURL, err)
+		return "", reason.Errorf(reasonRepoFailed, "spec.repo %s: %v", repoURL, err)
 	}
 	// Helm's index loader reads a file.
 	f, err := os.CreateTemp(cacheDir, "index-*.yaml")
@@ -127,7 +116,7 @@ func findInRepo(ctx context.Context, c *http.Client, user, password, repoURL, ch
 	}
 	index, err := repo.LoadIndexFile(f.Name())
 	if err != nil {
-		return "", sourceErr(reasonRepoFailed, "spec.repo %s: its index.yaml: %v", repoURL, err)
+		return "", reason.Errorf(reasonRepoFailed, "spec.repo %s: its index.yaml: %v", repoURL, err)
 	}
 	cv, err := index.Get(chart, version)
 	if err != nil {
@@ -135,14 +124,14 @@ func findInRepo(ctx context.Context, c *http.Client, user, password, repoURL, ch
 		if version != "" {
 			what += fmt.Sprintf(" version %q", version)
 		}
-		return "", sourceErr(reasonChartNotFound, "spec.repo %s has no %s", repoURL, what)
+		return "", reason.Errorf(reasonChartNotFound, "spec.repo %s has no %s", repoURL, what)
 	}
 	if len(cv.URLs) == 0 {
-		return "", sourceErr(reasonRepoFailed, "spec.repo %s: chart %s %s has no URL", repoURL, chart, cv.Version)
+		return "", reason.Errorf(reasonRepoFailed, "spec.repo %s: chart %s %s has no URL", repoURL, chart, cv.Version)
 	}
 	u, err := repo.ResolveReferenceURL(repoURL, cv.URLs[0])
 	if err != nil {
-		return "", sourceErr(reasonRepoFailed, "spec.repo %s: chart %s's URL %q: %v", repoURL, chart, cv.URLs[0], err)
+		return "", reason.Errorf(reasonRepoFailed, "spec.repo %s: chart %s's URL %q: %v", repoURL, chart, cv.URLs[0], err)
 	}
 	return u, nil
 }
@@ -188,7 +177,7 @@ func repoClient(ctx context.Context, client kubernetes.Interface, hc *HelmChart)
 	if s.RepoCAConfigMap != nil && s.RepoCAConfigMap.Name != "" {
 		cm, err := client.CoreV1().ConfigMaps(hc.Namespace).Get(ctx, s.RepoCAConfigMap.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, sourceErr(reasonRepoFailed, "spec.repoCAConfigMap %s: %v", s.RepoCAConfigMap.Name, err)
+			return nil, reason.Errorf(reasonRepoFailed, "spec.repoCAConfigMap %s: %v", s.RepoCAConfigMap.Name, err)
 		}
 		for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
 			pems = append(pems, []byte(cm.Data[k]))
@@ -201,7 +190,7 @@ func repoClient(ctx context.Context, client kubernetes.Interface, hc *HelmChart)
 		}
 		for _, p := range pems {
 			if !pool.AppendCertsFromPEM(p) {
-				return nil, sourceErr(reasonRepoFailed, "spec.repoCA: no PEM certificate")
+				return nil, reason.Errorf(reasonRepoFailed, "spec.repoCA: no PEM certificate")
 			}
 		}
 		tlsConfig.RootCAs = pool
@@ -217,7 +206,7 @@ func repoAuth(ctx context.Context, client kubernetes.Interface, hc *HelmChart) (
 	}
 	secret, err := client.CoreV1().Secrets(hc.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
-		return "", "", sourceErr(reasonRepoFailed, "spec.authSecret %s: %v", ref.Name, err)
+		return "", "", reason.Errorf(reasonRepoFailed, "spec.authSecret %s: %v", ref.Name, err)
 	}
 	return string(secret.Data["username"]), string(secret.Data["password"]), nil
 }
@@ -242,7 +231,7 @@ func values(ctx context.Context, client kubernetes.Interface, hc *HelmChart, con
 		for _, s := range secrets {
 			secret, err := client.CoreV1().Secrets(hc.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				return sourceErr(reasonInvalidValues, "%s valuesSecrets: Secret %s/%s not found", who, hc.Namespace, s.Name)
+				return reason.Errorf(reasonInvalidValues, "%s valuesSecrets: Secret %s/%s not found", who, hc.Namespace, s.Name)
 			} else if err != nil {
 				return err
 			}
@@ -253,7 +242,7 @@ func values(ctx context.Context, client kubernetes.Interface, hc *HelmChart, con
 			for _, k := range keys {
 				v, ok := secret.Data[k]
 				if !ok {
-					return sourceErr(reasonInvalidValues, "%s valuesSecrets: Secret %s has no key %q", who, s.Name, k)
+					return reason.Errorf(reasonInvalidValues, "%s valuesSecrets: Secret %s has no key %q", who, s.Name, k)
 				}
 				files = append(files, file{fmt.Sprintf("%s valuesSecrets %s[%s]", who, s.Name, k), string(v)})
 			}
@@ -271,7 +260,7 @@ func values(ctx context.Context, client kubernetes.Interface, hc *HelmChart, con
 	for _, f := range files {
 		var v map[string]any
 		if err := yaml.Unmarshal([]byte(f.content), &v); err != nil {
-			return nil, sourceErr(reasonInvalidValues, "%s: %v", f.source, err)
+			return nil, reason.Errorf(reasonInvalidValues, "%s: %v", f.source, err)
 		}
 		mergeValues(out, v)
 	}
@@ -283,7 +272,7 @@ func values(ctx context.Context, client kubernetes.Interface, hc *HelmChart, con
 			parse = strvals.ParseInto
 		}
 		if err := parse(k+"="+v.String(), out); err != nil {
-			return nil, sourceErr(reasonInvalidValues, "spec.set[%s]: %v", k, err)
+			return nil, reason.Errorf(reasonInvalidValues, "spec.set[%s]: %v", k, err)
 		}
 	}
 	return out, nil
