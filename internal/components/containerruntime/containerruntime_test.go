@@ -113,11 +113,11 @@ func TestRenderConfig(t *testing.T) {
 	}
 }
 
-// TestCheckSocket: a socket another process serves is refused, a stale
+// TestClaimSocket: a socket another process serves is refused, a stale
 // one removed.
-func TestCheckSocket(t *testing.T) {
+func TestClaimSocket(t *testing.T) {
 	dir := t.TempDir()
-	if err := checkSocket(filepath.Join(dir, "none.sock")); err != nil {
+	if err := claimSocket(filepath.Join(dir, "none.sock")); err != nil {
 		t.Errorf("no socket: %v", err)
 	}
 	served := filepath.Join(dir, "served.sock")
@@ -126,14 +126,14 @@ func TestCheckSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if err := checkSocket(served); err == nil || !strings.Contains(err.Error(), "another containerd serves "+served) {
+	if err := claimSocket(served); err == nil || !strings.Contains(err.Error(), "another containerd serves "+served) {
 		t.Errorf("a served socket: %v, want it refused", err)
 	}
 	stale := filepath.Join(dir, "stale.sock")
 	if err := os.WriteFile(stale, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkSocket(stale); err != nil {
+	if err := claimSocket(stale); err != nil {
 		t.Errorf("a stale socket: %v", err)
 	}
 	if _, err := os.Stat(stale); err == nil {

@@ -96,6 +96,9 @@ func (o *Options) Start(ctx context.Context, n Node) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := claimSocket(cfg.socket); err != nil {
+		return nil, err
+	}
 	if err := cfg.write(); err != nil {
 		return nil, err
 	}
@@ -129,8 +132,8 @@ type setup struct {
 }
 
 // config checks the host and returns the embedded containerd's setup
-// for the node n: the socket must not be another containerd's, runc must
-// be installed and, with n.CNI, the CNI plugins.
+// for the node n: runc must be installed and, with n.CNI, the CNI
+// plugins. It writes nothing.
 func (o *Options) config(n Node) (*setup, error) {
 	if err := CheckHost(n.CNI); err != nil {
 		return nil, err
@@ -145,9 +148,6 @@ func (o *Options) config(n Node) (*setup, error) {
 	s.log = filepath.Join(s.dir, "containerd.log")
 	s.stateFile = filepath.Join(s.dir, importedFileName)
 	s.registryDir = filepath.Join(s.dir, "certs.d")
-	if err := checkSocket(s.socket); err != nil {
-		return nil, err
-	}
 	r := o.registries
 	if r == nil {
 		r = &registries.Config{}
@@ -399,9 +399,9 @@ func CheckHost(cni bool) error {
 	return err
 }
 
-// checkSocket refuses a socket another containerd serves and removes a
-// stale one.
-func checkSocket(path string) error {
+// claimSocket refuses a socket another containerd serves and removes a
+// stale one, left by a containerd that died, for this one's.
+func claimSocket(path string) error {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
