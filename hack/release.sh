@@ -27,8 +27,8 @@ test -z "$(git status --porcelain --untracked-files=no)" || tree=dirty
 date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 ldflags="-s -w -X $pkg.gitCommit=$commit -X $pkg.gitTreeState=$tree -X $pkg.buildDate=$date"
 # kustomize (in kubectl) without Go plugin loading: its import of package
-# plugin keeps every exported method of the binary alive (48 MB of the
-# stripped binary, 46 MB resident in every process). The tests build with
+# plugin, in a cgo build, keeps every exported method of the binary alive
+# (54 MB of the stripped binary; docs/decisions.md). The tests build with
 # the same tag (test/harness.BuildTags).
 flags=(-tags kustomize_disable_go_plugin_support)
 if [ "${RELEASE_TRIMPATH:-true}" = true ]; then

@@ -45,13 +45,21 @@ kube-controller-manager and kube-scheduler talking to it in-process. By default 
 runs embedded in --data-dir, and certificates and admin.kubeconfig are generated
 there on first start.
 
+Beside them the server runs what a cluster needs out of the box (--disable leaves
+each out): cluster DNS (coredns), the local-path StorageClass and its provisioners
+(local-storage), LoadBalancer Services on the nodes' addresses (servicelb),
+NetworkPolicy enforcement on the nodes (network-policy), resource metrics
+(metrics-server), the HelmChart controller (--disable-helm-controller) and the
+manifests in <data-dir>/server/manifests.
+
 The flags are kubeboot apiserver's, plus kube-controller-manager's and
 kube-scheduler's that are tuned most; --controller-manager-arg and --scheduler-arg
 pass any other flag of theirs.
 
-With --node the host is a node too: the kubelet runs as a child process and
-joins through the CSR flow, kube-proxy runs in the process (--kubelet-arg,
---proxy-arg).`,
+With --node the host is a node too: containerd (embedded) and the kubelet run as
+child processes, the kubelet joining through the CSR flow; kube-proxy and the pod
+network (flannel) run in the process (--kubelet-arg, --proxy-arg). Agents join
+with the token in <data-dir>/token (kubeboot agent).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err != nil {

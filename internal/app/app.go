@@ -62,8 +62,9 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "A lean Kubernetes control plane in one binary",
 		Long: `kubeboot is a single-binary Kubernetes control plane. Run one of its servers:
 
-  kubeboot server               API server, controller manager and scheduler in one process
-  kubeboot agent                this host as a node of a kubeboot server's cluster (kubelet, kube-proxy)
+  kubeboot server               API server, controller manager and scheduler in one process, with
+                                cluster DNS, storage and load balancers (--node: this host a node too)
+  kubeboot agent                this host as a node of a kubeboot server's cluster (containerd, kubelet, kube-proxy)
   kubeboot apiserver            the Kubernetes API server, on embedded or external etcd
   kubeboot controller-manager   kube-controller-manager
   kubeboot scheduler            kube-scheduler
@@ -76,7 +77,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
   kubeboot etcd member          list and remove the members of the embedded etcd
   kubeboot etcd-snapshot        save, list, delete and prune snapshots of the embedded etcd
   kubeboot kubectl              kubectl, on the local admin kubeconfig when KUBECONFIG is unset
-  kubeboot containerd           containerd 2, as a node runs it (the runc shim is this binary too)
+  kubeboot containerd           containerd 2, as a node runs it (runc shim: containerd's own, embedded by
+                                release builds; this binary in a plain go build)
   kubeboot ctr                  containerd's ctr, on this host's node's containerd (namespace k8s.io)
 
 A link to this binary named after a server (kube-apiserver,

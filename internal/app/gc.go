@@ -20,8 +20,9 @@ import (
 // idleGCPercent. Under load that setting gave the collector's workers and
 // allocation ~30% of the CPU of 2,000 Service creates, so while the
 // process allocates faster than busyAllocRate it runs at busyGCPercent:
-// Service creates ran ~1.3x faster at 100 than at 50, and 1.15-1.2x faster
-// again at 200, for a peak RSS ~10% higher (docs/performance.md). It goes
+// Service creates ran ~1.3x faster at 100 than at 50, and ~1.14x faster
+// again at 200 (two alternating pairs that went different ways), for a
+// peak RSS ~19% higher (docs/performance.md). It goes
 // back to idleGCPercent, with the heap returned to the OS, once the rate
 // falls below idleAllocRate. An idle server allocates ~0.7 MB/s.
 //

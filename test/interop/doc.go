@@ -10,6 +10,7 @@
 // Events, schema validation errors and the release of the Lease on a clean
 // shutdown.
 //
-// kubeboot has no garbage collector, so nothing here expects owned objects
-// to go when their owner does.
+// The test server runs no controllers (kubeboottest's default), so no
+// garbage collector: nothing here expects owned objects to go when their
+// owner does.
 package interop

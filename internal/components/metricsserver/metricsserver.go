@@ -1,5 +1,5 @@
 // Package metricsserver runs metrics-server (sigs.k8s.io/metrics-server
-// v0.8) inside kubeboot's process (`kubeboot server`): the resource
+// v0.9) inside kubeboot's process (`kubeboot server`): the resource
 // metrics API, metrics.k8s.io, that `kubectl top` and the
 // HorizontalPodAutoscaler read, served through the aggregator as in any
 // cluster. Its scraper, storage, API and server are metrics-server's own
