@@ -8,39 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kubeboot/kubeboot/internal/app/dispatch"
 )
-
-// linkNames maps the names a link to the binary may have to the command
-// it runs: each server's binary name, and kubectl.
-var linkNames = map[string]string{
-	"kube-apiserver":          "apiserver",
-	"kube-controller-manager": "controller-manager",
-	"kube-scheduler":          "scheduler",
-	"kube-proxy":              "proxy",
-	"kubelet":                 "kubelet",
-	"kubectl":                 "kubectl",
-	"containerd":              "containerd",
-	"ctr":                     "ctr",
-}
-
-// CommandForName returns the command a binary invoked as argv0 runs
-// directly (a link named kube-apiserver runs `kubeboot apiserver`, one
-// named kubectl `kubeboot kubectl`), or "" for the `kubeboot` command.
-func CommandForName(argv0 string) string {
-	name := strings.TrimSuffix(filepath.Base(argv0), ".exe")
-	return linkNames[name]
-}
 
 // Run executes the command line args (args[0] is the program name) and
 // returns the process exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCommand(stdout, stderr)
 	rest := args[1:]
-	if command := CommandForName(args[0]); command != "" {
+	if command := dispatch.CommandForName(args[0]); command != "" {
 		rest = append([]string{command}, rest...)
 	}
 	root.SetArgs(rest)

@@ -9,6 +9,7 @@ import (
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 
+	"github.com/kubeboot/kubeboot/internal/app/dispatch"
 	"github.com/kubeboot/kubeboot/internal/components/kubelethost"
 )
 
@@ -50,13 +51,8 @@ func newKubeletCommand() *cobra.Command {
 }
 
 // renamed gives an upstream command kubeboot's name for it, and as aliases
-// the names a link to the binary may have for it (linkNames).
+// the names a link to the binary may have for it.
 func renamed(cmd *cobra.Command, use, short string) *cobra.Command {
-	cmd.Use, cmd.Short, cmd.Aliases = use, short, nil
-	for alias, server := range linkNames {
-		if server == use && alias != use {
-			cmd.Aliases = append(cmd.Aliases, alias)
-		}
-	}
+	cmd.Use, cmd.Short, cmd.Aliases = use, short, dispatch.Aliases(use)
 	return cmd
 }
