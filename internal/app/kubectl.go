@@ -18,6 +18,8 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	// kubectl's translations, loaded only when kubectl runs.
+	_ "github.com/kubeboot/kubeboot/internal/app/translations"
 )
 
 // newKubectlCommand is upstream's kubectl, with k3s's default: when
