@@ -183,7 +183,8 @@ func (a *Allocator) HasSynced() bool {
 // Allocate holds a requested IP. It returns ErrMismatchedNetwork if no
 // ready ServiceCIDR has it, ErrNotInRange for a CIDR's network or
 // broadcast address, and ErrAllocated if it is held, or taken: stored, as
-// the informer shows and etcd confirms. The informer may not show yet that
+// the informer (or a hold whose IPAddress the informer has not shown yet)
+// says and etcd confirms. The informer may not show yet that
 // an IP was just released (here or through another apiserver), and a
 // Service is often created again with its IP right after its delete;
 // kube-apiserver's allocator, which creates the IPAddress at once, takes
@@ -198,10 +199,19 @@ func (a *Allocator) Allocate(ip net.IP) error {
 	if err != nil {
 		return err
 	}
-	if _, taken := a.taken[addr]; taken && !a.isHeld(addr) {
+	_, taken := a.taken[addr]
+	h := a.held[addr]
+	if taken && !a.isHeld(addr) || h != nil && h.state == recorded {
 		a.mu.Unlock()
 		err = a.stored(addr)
 		a.mu.Lock()
+		// A recorded IP whose IPAddress etcd no longer has was removed
+		// behind the allocator (a test server's Reset restores etcd's
+		// keys) before the informer showed it, which would end the hold
+		// when it catches up.
+		if err == nil && a.held[addr] == h && h != nil && h.state == recorded {
+			delete(a.held, addr)
+		}
 	}
 	if err == nil && a.isHeld(addr) {
 		err = ipallocator.ErrAllocated

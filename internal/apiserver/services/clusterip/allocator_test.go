@@ -194,6 +194,30 @@ func TestRecordCreatesTheHeldIPAddressesOnce(t *testing.T) {
 	}
 }
 
+// TestRecordedIPRemovedBehindTheAllocator: an IPAddress removed from etcd
+// by something other than the allocator (a test server's Reset) before the
+// informer showed it leaves no hold: its IP can be asked for again at once.
+func TestRecordedIPRemovedBehindTheAllocator(t *testing.T) {
+	a, c := newAllocator(t, serviceCIDR("kubernetes", "", "10.0.0.0/24"))
+	ip := net.ParseIP("10.0.0.7")
+	if err := a.Allocate(ip); err != nil {
+		t.Fatal(err)
+	}
+	// The create succeeds, and the object is gone before the informer
+	// sees it: the reactor answers without storing it.
+	c.PrependReactor("create", "ipaddresses", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		created := action.(k8stesting.CreateAction).GetObject().(*networkingv1.IPAddress).DeepCopy()
+		created.UID = "removed"
+		return true, created, nil
+	})
+	if err := a.Record(context.Background(), svc("web", ip)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Allocate(ip); err != nil {
+		t.Errorf("Allocate(%s) after its IPAddress was removed: %v, want it allocated", ip, err)
+	}
+}
+
 func TestRequestedIPJustReleasedIsAllocatable(t *testing.T) {
 	a, c := newAllocator(t, serviceCIDR("kubernetes", "", "10.0.0.0/24"))
 	ip := net.ParseIP("10.0.0.1")
