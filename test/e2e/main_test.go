@@ -47,6 +47,7 @@ const (
 
 // suite is the state TestMain shares with the tests.
 var suite struct {
+	bin        string // path of the kubeboot binary
 	kubectl    string // path of the kubectl binary
 	kubeconfig string // <data-dir>/admin.kubeconfig
 	cacheDir   string // kubectl --cache-dir, private to this run
@@ -80,6 +81,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	built := time.Now()
+	suite.bin = bin
 	// kubectl is kubeboot's own (upstream's, of the same Kubernetes
 	// version), run through a link named kubectl, as users may install it.
 	suite.kubectl = filepath.Join(tmp, "kubectl")
