@@ -9,12 +9,19 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
 	"github.com/kubeboot/kubeboot/internal/components/election"
+	"github.com/kubeboot/kubeboot/internal/platform/presence"
 )
 
 // User is the user the controller acts as.
@@ -74,7 +81,8 @@ func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error
 
 // Run implements controlplane.Component: it installs the CRDs (every
 // server: the same apply), in the background of the server's readiness,
-// then runs the controller while it leads.
+// waits for the first HelmChart (until then the controller holds no lease,
+// informer or worker) and then runs the controller while it leads.
 func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	logger := klog.FromContext(ctx).WithName(Name)
 	ctx = klog.NewContext(ctx, logger)
@@ -93,7 +101,31 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		}
 		return fmt.Errorf("the HelmChart kinds: %w", err)
 	}
+	if err := waitForCharts(ctx, config); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("waiting for a HelmChart: %w", err)
+	}
+	logger.V(2).Info("A HelmChart exists: starting the controller")
 	election.Lead(ctx, election.Config{Name: Name, Election: c.election, Client: config},
 		func(ctx context.Context) error { return run(ctx, config, c.cacheDir) })
 	return nil
+}
+
+// waitForCharts returns once a HelmChart exists.
+func waitForCharts(ctx context.Context, config *rest.Config) error {
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	charts := dyn.Resource(chartsResource)
+	return presence.Wait(ctx, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return charts.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return charts.Watch(ctx, o)
+		},
+	}, &unstructured.Unstructured{})
 }

@@ -149,6 +149,13 @@ func TestHelmCharts(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 
+	// Without a HelmChart the controller waits: it takes no lease (and
+	// runs no informer) until the first one.
+	time.Sleep(time.Second)
+	if _, err := client.CoordinationV1().Leases("kube-system").Get(ctx, helmcontroller.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the controller's lease before any HelmChart: %v, want NotFound", err)
+	}
+
 	apply := func(obj string) {
 		t.Helper()
 		u := &unstructured.Unstructured{}
@@ -204,6 +211,10 @@ spec:
 	}
 	t.Run("chartContent: installed into a namespace it creates", func(t *testing.T) {
 		apply(greeter("hi", ""))
+		waitFor(t, "the controller's lease, once a HelmChart exists", func(ctx context.Context) (bool, string) {
+			_, err := client.CoordinationV1().Leases("kube-system").Get(ctx, helmcontroller.Name, metav1.GetOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
 		waitGreeting("greeting", "greeter", "hi")
 		waitCondition(t, dyn, "kube-system", "greeter", "Deployed", "True")
 		if _, err := client.CoreV1().Secrets("greeting").Get(ctx, "sh.helm.release.v1.greeter.v1", metav1.GetOptions{}); err != nil {
