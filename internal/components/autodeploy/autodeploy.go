@@ -109,32 +109,17 @@ func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error
 	}, nil
 }
 
-// Run implements controlplane.Component.
+// Run implements controlplane.Component: it watches the directory and,
+// once it holds a manifest (or a record of one applied before remains,
+// whose objects go with it), applies each file with a few workers, again
+// at each change and every resync. Until then only the directory's watch
+// runs.
 func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	logger := klog.FromContext(ctx).WithName("manifests")
 	ctx = klog.NewContext(ctx, logger)
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return err
 	}
-	cfg, err := s.ClientConfig(User)
-	if err != nil {
-		return err
-	}
-	// Each worker spends a dozen requests or so on a file (its objects
-	// tried, applied, recorded): the loopback's 50 a second would set
-	// their pace. The server's priority and fairness still governs.
-	cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -143,30 +128,100 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err := watcher.Add(c.dir); err != nil {
 		return err
 	}
-	a := &applier{
-		server: s.AdvertiseAddress().String(), dir: c.dir, skip: c.skip, client: client, dyn: dyn,
-		mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery())),
-		recorder: broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "kubeboot-manifests"}),
+	a, err := c.newApplier(s)
+	if err != nil {
+		return err
 	}
+	if err := a.waitForManifests(ctx, watcher); err != nil {
+		return nil
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	a.recorder = broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "kubeboot-manifests"})
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](minBackoff, maxBackoff),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "manifests"})
 	defer queue.ShutDown()
 	for range workers {
-		go func() {
-			for {
-				name, shutdown := queue.Get()
-				if shutdown {
-					return
-				}
-				if err := a.sync(ctx, name); err != nil {
-					queue.AddRateLimited(name)
-				} else {
-					queue.Forget(name)
-				}
-				queue.Done(name)
-			}
-		}()
+		go a.work(ctx, queue)
 	}
+	a.follow(ctx, watcher, queue)
+	return nil
+}
+
+// newApplier returns the applier of the directory, acting as User on s.
+func (c *Component) newApplier(s *controlplane.Server) (*applier, error) {
+	cfg, err := s.ClientConfig(User)
+	if err != nil {
+		return nil, err
+	}
+	// Each worker spends a dozen requests or so on a file (its objects
+	// tried, applied, recorded): the loopback's 50 a second would set
+	// their pace. The server's priority and fairness still governs.
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &applier{
+		server: s.AdvertiseAddress().String(), dir: c.dir, skip: c.skip, client: client, dyn: dyn,
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery())),
+	}, nil
+}
+
+// waitForManifests returns once there is a file to apply or a record to
+// act on: at once if there is, else at the directory's first manifest
+// (looked for again every resync, for an event the watch missed). It
+// returns ctx's error when ctx is done first.
+func (a *applier) waitForManifests(ctx context.Context, watcher *fsnotify.Watcher) error {
+	if names, err := a.names(ctx); len(names) > 0 || err != nil {
+		// A failed look is no reason to wait: the workers try again.
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev := <-watcher.Events:
+			if _, ok := manifestName(filepath.Base(ev.Name)); ok {
+				return nil
+			}
+		case <-watcher.Errors:
+			// Events were lost: the workers look at every file.
+			return nil
+		case <-time.After(resync):
+			if names, _ := a.fileNames(); len(names) > 0 {
+				return nil
+			}
+		}
+	}
+}
+
+// work applies the files queue names, until it shuts down.
+func (a *applier) work(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) {
+	for {
+		name, shutdown := queue.Get()
+		if shutdown {
+			return
+		}
+		if err := a.sync(ctx, name); err != nil {
+			queue.AddRateLimited(name)
+		} else {
+			queue.Forget(name)
+		}
+		queue.Done(name)
+	}
+}
+
+// follow queues every file now, each file that changes once its writes
+// settle, and every file again each resync and when the watch lost
+// events, until ctx is done.
+func (a *applier) follow(ctx context.Context, watcher *fsnotify.Watcher, queue workqueue.TypedRateLimitingInterface[string]) {
+	logger := klog.FromContext(ctx)
 	enqueueAll := func() {
 		names, err := a.names(ctx)
 		if err != nil {
@@ -182,7 +237,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case ev := <-watcher.Events:
 			if name, ok := manifestName(filepath.Base(ev.Name)); ok {
 				queue.AddAfter(name, settle)
@@ -190,7 +245,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		case err := <-watcher.Errors:
 			// Events were lost (the kernel's queue overflowed): look at
 			// every file.
-			logger.Error(err, "Watching the manifests directory", "dir", c.dir)
+			logger.Error(err, "Watching the manifests directory", "dir", a.dir)
 			enqueueAll()
 		case <-ticker.C:
 			enqueueAll()
@@ -211,17 +266,23 @@ func manifestName(file string) (string, bool) {
 
 // names are the manifests the directory holds or the records name.
 func (a *applier) names(ctx context.Context) ([]string, error) {
-	var names []string
-	entries, dirErr := os.ReadDir(a.dir)
-	for _, e := range entries {
-		if name, ok := manifestName(e.Name()); ok && !e.IsDir() {
-			names = append(names, name)
-		}
-	}
+	names, dirErr := a.fileNames()
 	records, err := a.records(ctx)
 	for _, r := range records {
 		names = append(names, r.file)
 	}
 	slices.Sort(names)
 	return slices.Compact(names), errors.Join(dirErr, err)
+}
+
+// fileNames are the manifests the directory holds.
+func (a *applier) fileNames() ([]string, error) {
+	var names []string
+	entries, err := os.ReadDir(a.dir)
+	for _, e := range entries {
+		if name, ok := manifestName(e.Name()); ok && !e.IsDir() {
+			names = append(names, name)
+		}
+	}
+	return names, err
 }

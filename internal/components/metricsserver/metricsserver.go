@@ -42,6 +42,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -68,6 +69,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/components/election"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
+	"github.com/kubeboot/kubeboot/internal/platform/presence"
 	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 )
 
@@ -108,9 +110,39 @@ type server struct {
 // run runs metrics-server while this server holds its lease (or always,
 // without leader election) until ctx is done; a failure is logged and
 // retried: the cluster runs on without resource metrics meanwhile.
+//
+// Until there is a node to scrape it holds no lease and serves nothing,
+// unless an earlier start published the API, which must not go unserved.
 func run(ctx context.Context, s *server) error {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName(Name))
+	if err := s.waitForNodes(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	election.Lead(ctx, election.Config{Name: Name, Election: s.election, Client: s.client}, s.serve)
+	return nil
+}
+
+// waitForNodes returns once a Node exists, at once if this component's
+// APIService does.
+func (s *server) waitForNodes(ctx context.Context) error {
+	aggregator, err := aggregatorclient.NewForConfig(s.client)
+	if err != nil {
+		return err
+	}
+	if _, err := aggregator.ApiregistrationV1().APIServices().Get(ctx, APIServiceName, metav1.GetOptions{}); err == nil {
+		return nil
+	}
+	client, err := kubernetes.NewForConfig(s.client)
+	if err != nil {
+		return err
+	}
+	if err := presence.Wait(ctx, cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "nodes", "", fields.Everything())); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("A Node exists: starting metrics-server")
 	return nil
 }
 
