@@ -48,8 +48,7 @@ func TestWait(t *testing.T) {
 					_, _ = c.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{})
 				})
 			}
-			// The fake clientset does not stream a watch's initial list.
-			if err := Wait(ctx, cache.ToListWatcherWithWatchListSemantics(lw, c), &corev1.Node{}); !errors.Is(err, tc.want) {
+			if err := Wait(ctx, lw); !errors.Is(err, tc.want) {
 				t.Errorf("Wait = %v, want %v", err, tc.want)
 			}
 		})
