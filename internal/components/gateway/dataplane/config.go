@@ -1,0 +1,138 @@
+// Package dataplane is the nodes' part of kubeboot's Gateways and
+// Ingresses: what every node serves, as the server's gateway component
+// publishes it (Config, in one Secret), and the node's listeners that
+// serve it (Run): each request matched by port, host and route, its
+// filters applied, and proxied to a ready endpoint of its backend Service
+// (the node's own EndpointSlice informer), with Go's net/http.
+//
+// The server decides everything a Gateway API controller decides (which
+// routes attach where, in which order they take precedence, which
+// certificate a host presents): a node only matches in the published
+// order, so that every node serves the same.
+package dataplane
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Version is the Config format's; a node refuses a Config of another.
+const Version = 1
+
+// The published Config: one Secret, its gzipped JSON under ConfigKey,
+// which the nodes' agents may read (and no other Secret).
+const (
+	Namespace  = "kube-system"
+	SecretName = "kubeboot-gateway-dataplane"
+	ConfigKey  = "config.json.gz"
+)
+
+// Config is what every node serves.
+type Config struct {
+	Version int `json:"version"`
+	// Generation counts the Configs published; a node reports the one it
+	// serves (GenerationAnnotation).
+	Generation int64 `json:"generation"`
+	// Ports are the ports to listen on, each once.
+	Ports []Port `json:"ports,omitempty"`
+}
+
+// Port is one port of the nodes and what it serves.
+type Port struct {
+	Port int32 `json:"port"`
+	// TLS says the port terminates TLS: HTTPS.
+	TLS bool `json:"tls,omitempty"`
+	// Hosts are the virtual hosts. A request is served by the most
+	// specific one its host matches (an exact name, then the longest
+	// wildcard, then ""), and only by it.
+	Hosts []Host `json:"hosts"`
+}
+
+// Host is a virtual host: the routes of the requests for a hostname.
+type Host struct {
+	// Hostname is an exact name ("foo.example.com"), a wildcard that
+	// matches one or more labels in front of its suffix
+	// ("*.example.com"), or "" for any host.
+	Hostname string `json:"hostname,omitempty"`
+	// Certificate is presented to clients that ask for the hostname (SNI)
+	// on a TLS port; nil on a plain one.
+	Certificate *Certificate `json:"certificate,omitempty"`
+	// Routes in precedence order: the first whose match matches serves.
+	Routes []Route `json:"routes,omitempty"`
+}
+
+// Certificate is a certificate chain and its key, PEM.
+type Certificate struct {
+	Cert []byte `json:"cert"`
+	Key  []byte `json:"key"`
+}
+
+// Route is one match of a route rule and what serves it.
+type Route struct {
+	// Name says where the route comes from, in logs: "HTTPRoute ns/name
+	// rule 0", "Ingress ns/name".
+	Name string `json:"name"`
+	// Match, with every default filled in (a path of type PathPrefix "/",
+	// match types Exact).
+	Match gatewayv1.HTTPRouteMatch `json:"match"`
+	// Filters apply in order: header modifiers, a redirect (which answers
+	// at once), a rewrite.
+	Filters []gatewayv1.HTTPRouteFilter `json:"filters,omitempty"`
+	// Backends share the requests by weight. None: the route answers 500
+	// (its references did not resolve), unless a redirect answers.
+	Backends []Backend `json:"backends,omitempty"`
+}
+
+// Backend is a Service port the route sends requests to.
+type Backend struct {
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	// Port is the Service's port, PortName its name (EndpointSlices name
+	// their ports so), TargetPort its number where it has no name and
+	// the Service names no port.
+	Port     int32  `json:"port"`
+	PortName string `json:"portName,omitempty"`
+	Weight   int32  `json:"weight"`
+	// Invalid is a reference that did not resolve (a missing Service, a
+	// cross-namespace one no ReferenceGrant allows): its share of the
+	// requests gets 500.
+	Invalid bool `json:"invalid,omitempty"`
+}
+
+// Encode returns c as the Secret holds it.
+func Encode(c *Config) ([]byte, error) {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if err := json.NewEncoder(zw).Encode(c); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Decode reads a Config Encode wrote, refusing another format's.
+func Decode(data []byte) (*Config, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{}
+	if err := json.Unmarshal(raw, c); err != nil {
+		return nil, err
+	}
+	if c.Version != Version {
+		return nil, fmt.Errorf("the data plane's configuration is of format %d; this node serves format %d", c.Version, Version)
+	}
+	return c, nil
+}

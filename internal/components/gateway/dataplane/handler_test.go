@@ -1,0 +1,215 @@
+package dataplane
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// fixedEndpoints answers every backend with one endpoint, or none for
+// the Services in none.
+type fixedEndpoints struct {
+	addr string
+	none map[string]bool
+}
+
+func (e fixedEndpoints) Pick(b *Backend) (string, bool) {
+	return e.addr, !e.none[b.Service]
+}
+
+func prefix(p string) gatewayv1.HTTPRouteMatch {
+	return gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To(p)}}
+}
+
+func exact(p string) gatewayv1.HTTPRouteMatch {
+	return gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchExact), Value: ptr.To(p)}}
+}
+
+func to(service string) []Backend {
+	return []Backend{{Namespace: "ns", Service: service, Port: 80, Weight: 1}}
+}
+
+// TestHandler sends requests through a port's handler to a backend that
+// says which Service the request was for (the X-Backend header the route
+// adds) and echoes what it got.
+func TestHandler(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Echo-Host", r.Host)
+		w.Header().Set("X-Echo-Path", r.URL.Path)
+		w.Header().Set("X-Echo-Header", r.Header.Get("X-Test"))
+		io.WriteString(w, r.Header.Get("X-Backend"))
+	}))
+	defer backend.Close()
+	tag := func(name string) []gatewayv1.HTTPRouteFilter {
+		return []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier,
+			RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X-Backend", Value: name}}}}}
+	}
+	route := func(name string, m gatewayv1.HTTPRouteMatch, extra ...gatewayv1.HTTPRouteFilter) Route {
+		return Route{Name: name, Match: m, Filters: append(tag(name), extra...), Backends: to(name)}
+	}
+	headerMatch := prefix("/")
+	headerMatch.Headers = []gatewayv1.HTTPHeaderMatch{{Type: ptr.To(gatewayv1.HeaderMatchExact), Name: "Version", Value: "two"}}
+	regexHeader := prefix("/")
+	regexHeader.Headers = []gatewayv1.HTTPHeaderMatch{{Type: ptr.To(gatewayv1.HeaderMatchRegularExpression), Name: "Color", Value: "^(red|blue)$"}}
+	queryMatch := prefix("/")
+	queryMatch.QueryParams = []gatewayv1.HTTPQueryParamMatch{{Type: ptr.To(gatewayv1.QueryParamMatchExact), Name: "animal", Value: "whale"}}
+	methodMatch := prefix("/")
+	methodMatch.Method = ptr.To(gatewayv1.HTTPMethodPost)
+	regexPath := gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchRegularExpression), Value: ptr.To(`/re/[0-9]+`)}}
+	port := &Port{Port: 80, Hosts: []Host{
+		{Hostname: "exact.example.com", Routes: []Route{route("exact-host", prefix("/"))}},
+		{Hostname: "*.example.com", Routes: []Route{
+			route("wildcard-v2", prefix("/v2")),
+			route("wildcard", prefix("/")),
+		}},
+		{Hostname: "*.deeper.example.com", Routes: []Route{route("deeper", prefix("/"))}},
+		{Routes: []Route{
+			route("exact-path", exact("/exact")),
+			route("regex-path", regexPath),
+			route("prefix-long", prefix("/long/path/")),
+			route("header", headerMatch),
+			route("regex-header", regexHeader),
+			route("query", queryMatch),
+			route("method", methodMatch),
+			route("redirect", prefix("/redirect"), gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
+				RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Hostname: ptr.To(gatewayv1.PreciseHostname("elsewhere.example")),
+					StatusCode: ptr.To(301)}}),
+			route("redirect-https", prefix("/secure"), gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
+				RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr.To("https"),
+					Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr.To("/safe")}}}),
+			route("rewrite", prefix("/old"), gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterURLRewrite,
+				URLRewrite: &gatewayv1.HTTPURLRewriteFilter{Hostname: ptr.To(gatewayv1.PreciseHostname("rewritten.example")),
+					Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr.To("/new")}}}),
+			route("response-headers", prefix("/respond"), gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier,
+				ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X-Added", Value: "yes"}}, Remove: []string{"X-Echo-Path"}}}),
+			{Name: "invalid", Match: prefix("/invalid"), Backends: []Backend{{Service: "gone", Weight: 1, Invalid: true}}},
+			{Name: "no-backends", Match: prefix("/nothing")},
+			{Name: "zero-weights", Match: prefix("/zero"), Backends: []Backend{{Service: "a", Weight: 0}}},
+			route("no-endpoints", prefix("/empty")),
+			route("default", prefix("/")),
+		}},
+	}}
+	for i := range port.Hosts[3].Routes {
+		if r := &port.Hosts[3].Routes[i]; r.Name == "no-endpoints" {
+			r.Backends[0].Service = "empty"
+		}
+	}
+	h := newHandler(80, false, fixedEndpoints{addr: strings.TrimPrefix(backend.URL, "http://"), none: map[string]bool{"empty": true}}, newTransport())
+	routes, errs := compile(port)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	h.routes.Store(routes)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	client := srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+	for _, tc := range []struct {
+		name, method, host, path string
+		header                   http.Header
+		wantCode                 int
+		wantBackend              string
+		wantHeader               map[string]string // response headers, "" for none
+	}{
+		{name: "exact host", host: "exact.example.com", path: "/anything", wantBackend: "exact-host"},
+		{name: "exact host with a port", host: "exact.example.com:8080", path: "/", wantBackend: "exact-host"},
+		{name: "wildcard host, longer prefix first", host: "a.example.com", path: "/v2/x", wantBackend: "wildcard-v2"},
+		{name: "wildcard host", host: "a.example.com", path: "/v22", wantBackend: "wildcard"},
+		{name: "wildcard of several labels", host: "a.b.example.com", path: "/", wantBackend: "wildcard"},
+		{name: "the longest wildcard", host: "a.deeper.example.com", path: "/", wantBackend: "deeper"},
+		{name: "a wildcard's own suffix is no match", host: "example.com", path: "/", wantBackend: "default"},
+		{name: "exact path", host: "other.test", path: "/exact", wantBackend: "exact-path"},
+		{name: "exact path, not a prefix", host: "other.test", path: "/exact/more", wantBackend: "default"},
+		{name: "regular expression path", host: "other.test", path: "/re/42", wantBackend: "regex-path"},
+		{name: "regular expression is anchored", host: "other.test", path: "/re/42/x", wantBackend: "default"},
+		{name: "prefix with a trailing slash matches the bare path", host: "other.test", path: "/long/path", wantBackend: "prefix-long"},
+		{name: "prefix by path element", host: "other.test", path: "/long/pathology", wantBackend: "default"},
+		{name: "header", host: "other.test", path: "/", header: http.Header{"Version": {"two"}}, wantBackend: "header"},
+		{name: "header, another value", host: "other.test", path: "/", header: http.Header{"Version": {"three"}}, wantBackend: "default"},
+		{name: "regular expression header", host: "other.test", path: "/", header: http.Header{"Color": {"blue"}}, wantBackend: "regex-header"},
+		{name: "query parameter", host: "other.test", path: "/?animal=whale", wantBackend: "query"},
+		{name: "method", method: http.MethodPost, host: "other.test", path: "/", wantBackend: "method"},
+		{name: "redirect: host and status", host: "other.test", path: "/redirect/x?y=1", wantCode: 301,
+			wantHeader: map[string]string{"Location": "http://elsewhere.example/redirect/x?y=1"}},
+		{name: "redirect: scheme, its own port left out, prefix replaced", host: "other.test", path: "/secure/x", wantCode: 302,
+			wantHeader: map[string]string{"Location": "https://other.test/safe/x"}},
+		{name: "rewrite: host and prefix", host: "other.test", path: "/old/page", wantBackend: "rewrite",
+			wantHeader: map[string]string{"X-Echo-Host": "rewritten.example", "X-Echo-Path": "/new/page"}},
+		{name: "response header modifier", host: "other.test", path: "/respond", wantBackend: "response-headers",
+			wantHeader: map[string]string{"X-Added": "yes", "X-Echo-Path": ""}},
+		{name: "the request's headers reach the backend", host: "other.test", path: "/", header: http.Header{"X-Test": {"kept"}},
+			wantBackend: "default", wantHeader: map[string]string{"X-Echo-Header": "kept", "X-Echo-Host": "other.test"}},
+		{name: "an invalid backend: 500", host: "other.test", path: "/invalid", wantCode: 500},
+		{name: "no backends: 500", host: "other.test", path: "/nothing", wantCode: 500},
+		{name: "every weight 0: 500", host: "other.test", path: "/zero", wantCode: 500},
+		{name: "no ready endpoint: 503", host: "other.test", path: "/empty", wantCode: 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			method := tc.method
+			if method == "" {
+				method = http.MethodGet
+			}
+			u, _ := url.Parse(srv.URL + tc.path)
+			req := &http.Request{Method: method, URL: u, Host: tc.host, Header: tc.header}
+			if req.Header == nil {
+				req.Header = http.Header{}
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := tc.wantCode
+			if want == 0 {
+				want = 200
+			}
+			if resp.StatusCode != want {
+				t.Errorf("status %d, want %d (body %q)", resp.StatusCode, want, body)
+			}
+			if tc.wantBackend != "" && string(body) != tc.wantBackend {
+				t.Errorf("served by %q, want %q", body, tc.wantBackend)
+			}
+			for k, v := range tc.wantHeader {
+				if got := resp.Header.Get(k); got != v {
+					t.Errorf("response header %s = %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}
+
+func TestNoHostMatches(t *testing.T) {
+	routes, _ := compile(&Port{Port: 80, Hosts: []Host{{Hostname: "only.example", Routes: []Route{{Name: "r", Match: prefix("/")}}}}})
+	if hr := routes.lookup("other.example"); hr != nil {
+		t.Errorf("lookup of a host no virtual host has: %v, want none", hr.host.Hostname)
+	}
+}
+
+func TestReplacePrefix(t *testing.T) {
+	// The table of ReplacePrefixMatch in the Gateway API's reference.
+	for _, tc := range []struct{ path, prefix, replacement, want string }{
+		{"/foo/bar", "/foo", "/xyz", "/xyz/bar"},
+		{"/foo/bar", "/foo", "/xyz/", "/xyz/bar"},
+		{"/foo/bar", "/foo/", "/xyz", "/xyz/bar"},
+		{"/foo/bar", "/foo/", "/xyz/", "/xyz/bar"},
+		{"/foo", "/foo", "/xyz", "/xyz"},
+		{"/foo/", "/foo", "/xyz", "/xyz/"},
+		{"/foo/bar", "/foo", "", "/bar"},
+		{"/foo/", "/foo", "", "/"},
+		{"/foo", "/foo", "", "/"},
+		{"/foo/", "/foo", "/", "/"},
+		{"/foo", "/foo", "/", "/"},
+	} {
+		if got := replacePrefix(tc.path, tc.prefix, tc.replacement); got != tc.want {
+			t.Errorf("replacePrefix(%q, %q, %q) = %q, want %q", tc.path, tc.prefix, tc.replacement, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package dataplane
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// portRoutes are a Port's hosts, ready to match requests.
+type portRoutes struct {
+	exact     map[string]*hostRoutes
+	wildcards []*hostRoutes // longest suffix first
+	any       *hostRoutes
+}
+
+// hostRoutes are a Host's routes, their regular expressions compiled.
+type hostRoutes struct {
+	host   *Host
+	routes []compiledRoute
+}
+
+type compiledRoute struct {
+	*Route
+	path    *regexp.Regexp   // a RegularExpression path's
+	headers []*regexp.Regexp // a RegularExpression header's, by index
+	query   []*regexp.Regexp // a RegularExpression query parameter's
+}
+
+// compile indexes p's hosts and compiles their routes' expressions; a
+// route whose expression does not compile is left out, with an error.
+func compile(p *Port) (*portRoutes, []error) {
+	pr := &portRoutes{exact: map[string]*hostRoutes{}}
+	var errs []error
+	for i := range p.Hosts {
+		h := &p.Hosts[i]
+		hr := &hostRoutes{host: h}
+		for j := range h.Routes {
+			cr, err := compileRoute(&h.Routes[j])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", h.Routes[j].Name, err))
+				continue
+			}
+			hr.routes = append(hr.routes, cr)
+		}
+		switch name := strings.ToLower(h.Hostname); {
+		case name == "" || name == "*":
+			pr.any = hr
+		case strings.HasPrefix(name, "*."):
+			pr.wildcards = append(pr.wildcards, hr)
+		default:
+			pr.exact[name] = hr
+		}
+	}
+	slices.SortStableFunc(pr.wildcards, func(a, b *hostRoutes) int { return len(b.host.Hostname) - len(a.host.Hostname) })
+	return pr, errs
+}
+
+func compileRoute(r *Route) (compiledRoute, error) {
+	cr := compiledRoute{Route: r}
+	m := r.Match
+	if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gatewayv1.PathMatchRegularExpression && m.Path.Value != nil {
+		re, err := regexp.Compile("^(?:" + *m.Path.Value + ")$")
+		if err != nil {
+			return cr, err
+		}
+		cr.path = re
+	}
+	for _, h := range m.Headers {
+		var re *regexp.Regexp
+		if h.Type != nil && *h.Type == gatewayv1.HeaderMatchRegularExpression {
+			var err error
+			if re, err = regexp.Compile(h.Value); err != nil {
+				return cr, err
+			}
+		}
+		cr.headers = append(cr.headers, re)
+	}
+	for _, q := range m.QueryParams {
+		var re *regexp.Regexp
+		if q.Type != nil && *q.Type == gatewayv1.QueryParamMatchRegularExpression {
+			var err error
+			if re, err = regexp.Compile(q.Value); err != nil {
+				return cr, err
+			}
+		}
+		cr.query = append(cr.query, re)
+	}
+	return cr, nil
+}
+
+// lookup is the virtual host of a request for host (its port left out):
+// an exact name, else the longest wildcard whose suffix it has (with at
+// least one label in front), else the host for any; nil if none.
+func (pr *portRoutes) lookup(host string) *hostRoutes {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if hr, ok := pr.exact[host]; ok {
+		return hr
+	}
+	for _, hr := range pr.wildcards {
+		suffix := strings.ToLower(hr.host.Hostname[1:]) // ".example.com"
+		if len(host) > len(suffix) && strings.HasSuffix(host, suffix) {
+			return hr
+		}
+	}
+	return pr.any
+}
+
+// match is the first of the host's routes that matches r.
+func (hr *hostRoutes) match(r *http.Request) *compiledRoute {
+	for i := range hr.routes {
+		if hr.routes[i].matches(r) {
+			return &hr.routes[i]
+		}
+	}
+	return nil
+}
+
+func (cr *compiledRoute) matches(r *http.Request) bool {
+	m := cr.Match
+	if m.Method != nil && string(*m.Method) != r.Method {
+		return false
+	}
+	if !cr.pathMatches(r.URL.Path) {
+		return false
+	}
+	for i, h := range m.Headers {
+		values := r.Header.Values(string(h.Name))
+		if strings.EqualFold(string(h.Name), "host") {
+			values = []string{r.Host}
+		}
+		if !slices.ContainsFunc(values, func(v string) bool {
+			if re := cr.headers[i]; re != nil {
+				return re.MatchString(v)
+			}
+			return v == h.Value
+		}) {
+			return false
+		}
+	}
+	if len(m.QueryParams) > 0 {
+		query := r.URL.Query()
+		for i, q := range m.QueryParams {
+			values, ok := query[string(q.Name)]
+			if !ok || len(values) == 0 {
+				return false
+			}
+			// The first value counts, as the API says.
+			if re := cr.query[i]; re != nil && !re.MatchString(values[0]) || re == nil && values[0] != q.Value {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (cr *compiledRoute) pathMatches(path string) bool {
+	p := cr.Match.Path
+	if p == nil || p.Value == nil {
+		return true
+	}
+	switch {
+	case cr.path != nil:
+		return cr.path.MatchString(path)
+	case p.Type != nil && *p.Type == gatewayv1.PathMatchExact:
+		return path == *p.Value
+	default:
+		return prefixMatches(*p.Value, path)
+	}
+}
+
+// prefixMatches reports whether path has prefix element by element, as
+// PathPrefix (and Ingress's Prefix) match: /abc matches /abc, /abc/ and
+// /abc/def, not /abcd; a trailing slash of the prefix does not count.
+func prefixMatches(prefix, path string) bool {
+	prefix = strings.TrimRight(prefix, "/")
+	if prefix == "" {
+		return true
+	}
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// replacePrefix replaces the prefix path matched (element by element) with
+// replacement, as ReplacePrefixMatch does: /foo with /bar makes /foo/baz
+// /bar/baz, and with / makes /foo/baz /baz and /foo /.
+func replacePrefix(path, prefix, replacement string) string {
+	prefix = strings.TrimRight(prefix, "/")
+	rest := strings.TrimPrefix(path, prefix)
+	replacement = strings.TrimRight(replacement, "/")
+	switch {
+	case rest == "" || rest == "/":
+		if replacement == "" {
+			return "/"
+		}
+		return replacement + rest
+	default:
+		return replacement + rest
+	}
+}

@@ -1,0 +1,465 @@
+package gateway
+
+import (
+	"cmp"
+	"crypto/tls"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
+)
+
+// ControllerName is the GatewayClass controller name kubeboot serves.
+const ControllerName gatewayv1.GatewayController = "kubeboot.io/gateway-controller"
+
+// The route kinds a listener takes.
+var (
+	groupGateway   = gatewayv1.Group(gatewayv1.GroupName)
+	kindHTTPRoute  = gatewayv1.Kind("HTTPRoute")
+	httpRouteKinds = []gatewayv1.RouteGroupKind{{Group: &groupGateway, Kind: kindHTTPRoute}}
+)
+
+// snapshot is what the model is built from: the objects as the informers
+// hold them.
+type snapshot struct {
+	classes    []*gatewayv1.GatewayClass
+	gateways   []*gatewayv1.Gateway
+	routes     []*gatewayv1.HTTPRoute
+	grants     []*gatewayv1.ReferenceGrant
+	ingresses  []*networkingv1.Ingress
+	namespaces map[string]*corev1.Namespace
+	services   map[types.NamespacedName]*corev1.Service
+	secrets    map[types.NamespacedName]*corev1.Secret
+	// addresses are the addresses of the nodes that serve, for the
+	// Gateways' and Ingresses' status; none: nothing is programmed.
+	addresses []string
+	// heldPorts are the ports the load balancer Services hold on the
+	// nodes (kube-proxy leads them to their Services).
+	heldPorts map[int32]string
+	// ingress is how Ingresses are served; nil: not at all.
+	ingress *IngressOptions
+	// defaultCertificate is presented on an Ingress TLS port to a client
+	// whose host no Ingress has a certificate for.
+	defaultCertificate *dataplane.Certificate
+}
+
+// model is what a snapshot makes: the nodes' Config and every status.
+type model struct {
+	ports     map[int32]*portBuilder
+	classes   map[string][]metav1.Condition
+	gateways  map[types.NamespacedName]*gatewayv1.GatewayStatus
+	routes    map[types.NamespacedName][]gatewayv1.RouteParentStatus
+	ingresses map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus
+}
+
+// portBuilder gathers a port's hosts and routes before they are ordered.
+type portBuilder struct {
+	tls bool
+	// owner is the first Gateway (or Ingress) to hold the port: another
+	// with the other protocol may not.
+	owner string
+	hosts map[string]*hostBuilder
+}
+
+type hostBuilder struct {
+	certificate *dataplane.Certificate
+	routes      []sortedRoute
+}
+
+// sortedRoute is a route and what orders it among a host's others: the
+// Gateway API's precedence, then its source's age and name, then its
+// place in its source.
+type sortedRoute struct {
+	route   dataplane.Route
+	created metav1.Time
+	source  string
+	index   int
+}
+
+// listener is a Gateway's listener as the model judges it.
+type listener struct {
+	// namespace is its Gateway's.
+	namespace string
+	spec      *gatewayv1.Listener
+	status    *gatewayv1.ListenerStatus
+	valid     bool
+	cert      *dataplane.Certificate
+}
+
+// build makes the model of s.
+func build(s *snapshot) *model {
+	m := &model{ports: map[int32]*portBuilder{}, classes: map[string][]metav1.Condition{},
+		gateways: map[types.NamespacedName]*gatewayv1.GatewayStatus{}, routes: map[types.NamespacedName][]gatewayv1.RouteParentStatus{},
+		ingresses: map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus{}}
+	ours := map[string]*gatewayv1.GatewayClass{}
+	for _, c := range s.classes {
+		if c.Spec.ControllerName != ControllerName {
+			continue
+		}
+		ours[c.Name] = c
+		m.classes[c.Name] = []metav1.Condition{
+			condition(c.Generation, gatewayv1.GatewayClassConditionStatusAccepted, true, gatewayv1.GatewayClassReasonAccepted, "Served by kubeboot's nodes"),
+			condition(c.Generation, gatewayv1.GatewayClassConditionStatusSupportedVersion, true, gatewayv1.GatewayClassReasonSupportedVersion, "Gateway API "+BundleVersion),
+		}
+	}
+	gateways := slices.Clone(s.gateways)
+	slices.SortFunc(gateways, olderFirst[*gatewayv1.Gateway])
+	listeners := map[types.NamespacedName][]*listener{}
+	for _, g := range gateways {
+		if ours[string(g.Spec.GatewayClassName)] == nil {
+			continue
+		}
+		nn := types.NamespacedName{Namespace: g.Namespace, Name: g.Name}
+		listeners[nn] = m.gateway(s, g)
+	}
+	routes := slices.Clone(s.routes)
+	slices.SortFunc(routes, olderFirst[*gatewayv1.HTTPRoute])
+	for _, r := range routes {
+		m.route(s, r, listeners)
+	}
+	for nn, ls := range listeners {
+		st := m.gateways[nn]
+		for _, l := range ls {
+			st.Listeners = append(st.Listeners, *l.status)
+		}
+	}
+	if s.ingress != nil {
+		m.ingressesOf(s)
+	}
+	return m
+}
+
+// gateway judges g's listeners and takes their ports; its status is in
+// m.gateways, but for its listeners', which its routes complete.
+func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway) []*listener {
+	source := "Gateway " + g.Namespace + "/" + g.Name
+	var ls []*listener
+	byPort := map[gatewayv1.PortNumber][]*listener{}
+	for i := range g.Spec.Listeners {
+		spec := &g.Spec.Listeners[i]
+		l := &listener{namespace: g.Namespace, spec: spec, status: &gatewayv1.ListenerStatus{Name: spec.Name, SupportedKinds: []gatewayv1.RouteGroupKind{}}, valid: true}
+		ls = append(ls, l)
+		byPort[spec.Port] = append(byPort[spec.Port], l)
+	}
+	valid := 0
+	for _, l := range ls {
+		m.judgeListener(s, g, l, byPort[l.spec.Port])
+		if l.valid {
+			valid++
+			m.take(s, l, source)
+		}
+	}
+	programmed := valid > 0 && len(s.addresses) > 0
+	st := &gatewayv1.GatewayStatus{}
+	accepted := condition(g.Generation, gatewayv1.GatewayConditionAccepted, true, gatewayv1.GatewayReasonAccepted, "")
+	switch {
+	case len(g.Spec.Addresses) > 0:
+		accepted = condition(g.Generation, gatewayv1.GatewayConditionAccepted, false, gatewayv1.GatewayReasonUnsupportedAddress,
+			"kubeboot's Gateways have the addresses of the nodes that serve them; spec.addresses is not supported")
+		programmed = false
+	case valid < len(ls):
+		accepted = condition(g.Generation, gatewayv1.GatewayConditionAccepted, valid > 0, gatewayv1.GatewayReasonListenersNotValid,
+			fmt.Sprintf("%d of %d listeners are not valid", len(ls)-valid, len(ls)))
+	}
+	st.Conditions = append(st.Conditions, accepted)
+	switch {
+	case programmed:
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, true, gatewayv1.GatewayReasonProgrammed, ""))
+		for _, a := range s.addresses {
+			st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: ptr.To(gatewayv1.IPAddressType), Value: a})
+		}
+	case len(s.addresses) == 0:
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, false, gatewayv1.GatewayReasonNoResources,
+			"No node serves Gateways: kubeboot's nodes (server --node, agents) serve them on their addresses; simulated nodes do not"))
+	default:
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, false, gatewayv1.GatewayReasonInvalid,
+			"No listener is valid"))
+	}
+	m.gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}] = st
+	return ls
+}
+
+// judgeListener sets l's supported kinds and conditions: its protocol,
+// route kinds, certificates and conflicts with the other listeners of its
+// port (samePort, l among them) and with what holds the port elsewhere.
+func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, samePort []*listener) {
+	gen := g.Generation
+	var conds []metav1.Condition
+	invalid := func(t gatewayv1.ListenerConditionType, reason gatewayv1.ListenerConditionReason, msg string) {
+		l.valid = false
+		conds = append(conds, condition(gen, t, t == gatewayv1.ListenerConditionConflicted, reason, msg))
+	}
+	resolved := true
+	kindsOK := true
+	switch l.spec.Protocol {
+	case gatewayv1.HTTPProtocolType, gatewayv1.HTTPSProtocolType:
+		l.status.SupportedKinds, kindsOK = supportedKinds(l.spec.AllowedRoutes)
+	default:
+		invalid(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonUnsupportedProtocol,
+			fmt.Sprintf("Protocol %s is not supported: HTTP and HTTPS are", l.spec.Protocol))
+	}
+	if !kindsOK {
+		resolved = false
+		l.valid = false
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, gatewayv1.ListenerReasonInvalidRouteKinds,
+			"A route kind in allowedRoutes is not supported: HTTPRoute is"))
+	}
+	if l.spec.Protocol == gatewayv1.HTTPSProtocolType && resolved {
+		cert, reason, msg := certificate(s, g, l.spec.TLS)
+		if reason != "" {
+			resolved = false
+			l.valid = false
+			conds = append(conds, condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, reason, msg))
+		}
+		l.cert = cert
+	}
+	for _, o := range samePort {
+		if o == l {
+			continue
+		}
+		if o.spec.Protocol != l.spec.Protocol {
+			invalid(gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerReasonProtocolConflict,
+				fmt.Sprintf("Listener %s has port %d with protocol %s", o.spec.Name, l.spec.Port, o.spec.Protocol))
+			break
+		}
+		if ptr.Deref(o.spec.Hostname, "") == ptr.Deref(l.spec.Hostname, "") {
+			invalid(gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerReasonHostnameConflict,
+				fmt.Sprintf("Listener %s has port %d and the same hostname", o.spec.Name, l.spec.Port))
+			break
+		}
+	}
+	if l.valid {
+		if holder := portHolder(s, m, l); holder != "" {
+			invalid(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonPortUnavailable,
+				fmt.Sprintf("Port %d is held by %s", l.spec.Port, holder))
+		}
+	}
+	if !slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == string(gatewayv1.ListenerConditionAccepted) }) {
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionAccepted, true, gatewayv1.ListenerReasonAccepted, ""))
+	}
+	if !slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == string(gatewayv1.ListenerConditionConflicted) }) {
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionConflicted, false, gatewayv1.ListenerReasonNoConflicts, ""))
+	}
+	if resolved {
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionResolvedRefs, true, gatewayv1.ListenerReasonResolvedRefs, ""))
+	}
+	switch {
+	case !l.valid:
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, "The listener is not valid"))
+	case len(s.addresses) == 0:
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonPending, "No node serves Gateways yet"))
+	default:
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, true, gatewayv1.ListenerReasonProgrammed, ""))
+	}
+	l.status.Conditions = conds
+}
+
+// portHolder names what holds l's port on the nodes that l may not share
+// it with: a load balancer Service, or a Gateway or Ingress that serves
+// it with the other protocol.
+func portHolder(s *snapshot, m *model, l *listener) string {
+	if svc, ok := s.heldPorts[int32(l.spec.Port)]; ok {
+		return "LoadBalancer Service " + svc
+	}
+	if p, ok := m.ports[int32(l.spec.Port)]; ok && p.tls != (l.spec.Protocol == gatewayv1.HTTPSProtocolType) {
+		return p.owner
+	}
+	return ""
+}
+
+// take gives a valid listener's port and hosts to the nodes' Config.
+func (m *model) take(_ *snapshot, l *listener, source string) {
+	p := m.port(int32(l.spec.Port), l.spec.Protocol == gatewayv1.HTTPSProtocolType, source)
+	if l.cert != nil {
+		h := p.host(ptr.Deref((*string)(l.spec.Hostname), ""))
+		if h.certificate == nil {
+			h.certificate = l.cert
+		}
+	}
+}
+
+func (m *model) port(port int32, tls bool, source string) *portBuilder {
+	p, ok := m.ports[port]
+	if !ok {
+		p = &portBuilder{tls: tls, owner: source, hosts: map[string]*hostBuilder{}}
+		m.ports[port] = p
+	}
+	return p
+}
+
+func (p *portBuilder) host(name string) *hostBuilder {
+	name = strings.ToLower(name)
+	h, ok := p.hosts[name]
+	if !ok {
+		h = &hostBuilder{}
+		p.hosts[name] = h
+	}
+	return h
+}
+
+// supportedKinds are the route kinds of allowed the listener takes (all it
+// takes when allowed names none), and whether every kind allowed names
+// is one.
+func supportedKinds(allowed *gatewayv1.AllowedRoutes) ([]gatewayv1.RouteGroupKind, bool) {
+	if allowed == nil || len(allowed.Kinds) == 0 {
+		return slices.Clone(httpRouteKinds), true
+	}
+	kinds := []gatewayv1.RouteGroupKind{}
+	ok := true
+	for _, k := range allowed.Kinds {
+		if ptr.Deref(k.Group, groupGateway) == groupGateway && k.Kind == kindHTTPRoute {
+			kinds = append(kinds, gatewayv1.RouteGroupKind{Group: &groupGateway, Kind: kindHTTPRoute})
+		} else {
+			ok = false
+		}
+	}
+	return kinds, ok
+}
+
+// certificate is the certificate an HTTPS listener of g presents, or the
+// reason and message its references do not resolve.
+func certificate(s *snapshot, g *gatewayv1.Gateway, t *gatewayv1.ListenerTLSConfig) (*dataplane.Certificate, gatewayv1.ListenerConditionReason, string) {
+	if t == nil || len(t.CertificateRefs) == 0 {
+		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener needs tls.certificateRefs"
+	}
+	if t.Mode != nil && *t.Mode != gatewayv1.TLSModeTerminate {
+		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener terminates TLS (tls.mode Terminate)"
+	}
+	ref := t.CertificateRefs[0]
+	if ptr.Deref(ref.Group, "") != "" || ptr.Deref(ref.Kind, "Secret") != "Secret" {
+		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("certificateRefs[0] is a %s.%s: only Secrets are supported",
+			ptr.Deref(ref.Kind, "Secret"), ptr.Deref(ref.Group, ""))
+	}
+	ns := string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(g.Namespace)))
+	if ns != g.Namespace && !granted(s, "Gateway", g.Namespace, "", "Secret", ns, string(ref.Name)) {
+		return nil, gatewayv1.ListenerReasonRefNotPermitted, fmt.Sprintf("No ReferenceGrant in %s lets Gateways of %s use Secret %s", ns, g.Namespace, ref.Name)
+	}
+	secret := s.secrets[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
+	if secret == nil {
+		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s does not exist", ns, ref.Name)
+	}
+	cert := &dataplane.Certificate{Cert: secret.Data[corev1.TLSCertKey], Key: secret.Data[corev1.TLSPrivateKeyKey]}
+	if _, err := tls.X509KeyPair(cert.Cert, cert.Key); err != nil {
+		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s holds no certificate and key: %v", ns, ref.Name, err)
+	}
+	return cert, "", ""
+}
+
+// granted reports whether a ReferenceGrant in toNamespace lets objects of
+// fromKind in fromNamespace refer to the toKind named name (any, when the
+// grant names none).
+func granted(s *snapshot, fromKind, fromNamespace, toGroup, toKind, toNamespace, name string) bool {
+	for _, g := range s.grants {
+		if g.Namespace != toNamespace {
+			continue
+		}
+		from := slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
+			return string(f.Group) == gatewayv1.GroupName && string(f.Kind) == fromKind && string(f.Namespace) == fromNamespace
+		})
+		to := slices.ContainsFunc(g.Spec.To, func(t gatewayv1.ReferenceGrantTo) bool {
+			return string(t.Group) == toGroup && string(t.Kind) == toKind && (t.Name == nil || string(*t.Name) == name)
+		})
+		if from && to {
+			return true
+		}
+	}
+	return false
+}
+
+// condition is a condition of type t of an object at generation gen.
+func condition[T, R ~string](gen int64, t T, status bool, reason R, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: string(t), Status: s, Reason: string(reason), Message: msg, ObservedGeneration: gen}
+}
+
+// olderFirst orders objects by age, then by namespace and name.
+func olderFirst[T metav1.Object](a, b T) int {
+	if c := a.GetCreationTimestamp().Compare(b.GetCreationTimestamp().Time); c != 0 {
+		return c
+	}
+	return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
+}
+
+// config is the nodes' Config of m, at generation.
+func (m *model) config(generation int64) *dataplane.Config {
+	c := &dataplane.Config{Version: dataplane.Version, Generation: generation}
+	ports := make([]int32, 0, len(m.ports))
+	for p := range m.ports {
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	for _, port := range ports {
+		pb := m.ports[port]
+		p := dataplane.Port{Port: port, TLS: pb.tls}
+		names := make([]string, 0, len(pb.hosts))
+		for n := range pb.hosts {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			hb := pb.hosts[n]
+			slices.SortStableFunc(hb.routes, precedence)
+			h := dataplane.Host{Hostname: n, Certificate: hb.certificate}
+			for _, r := range hb.routes {
+				h.Routes = append(h.Routes, r.route)
+			}
+			p.Hosts = append(p.Hosts, h)
+		}
+		c.Ports = append(c.Ports, p)
+	}
+	return c
+}
+
+// precedence orders a host's routes as the Gateway API says: an exact
+// path first, then a regular expression's, then the longest prefix; then
+// a method match; then the most header matches, then the most query
+// parameter matches; then the oldest source, its namespace and name, and
+// its rule's place.
+func precedence(a, b sortedRoute) int {
+	pa, pb := a.route.Match.Path, b.route.Match.Path
+	rank := func(p *gatewayv1.HTTPPathMatch) int {
+		switch ptr.Deref(p.Type, gatewayv1.PathMatchPathPrefix) {
+		case gatewayv1.PathMatchExact:
+			return 0
+		case gatewayv1.PathMatchRegularExpression:
+			return 1
+		}
+		return 2
+	}
+	if c := cmp.Compare(rank(pa), rank(pb)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(ptr.Deref(pb.Value, "")), len(ptr.Deref(pa.Value, ""))); c != 0 {
+		return c
+	}
+	hasMethod := func(r sortedRoute) int {
+		if r.route.Match.Method != nil {
+			return 0
+		}
+		return 1
+	}
+	if c := cmp.Compare(hasMethod(a), hasMethod(b)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(b.route.Match.Headers), len(a.route.Match.Headers)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(b.route.Match.QueryParams), len(a.route.Match.QueryParams)); c != 0 {
+		return c
+	}
+	if c := a.created.Compare(b.created.Time); c != 0 {
+		return c
+	}
+	return cmp.Or(strings.Compare(a.source, b.source), cmp.Compare(a.index, b.index))
+}

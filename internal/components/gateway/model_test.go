@@ -1,0 +1,393 @@
+package gateway
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
+)
+
+// selfSigned is a certificate and key for host, PEM.
+func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+func meta0(ns, name string, age int) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, CreationTimestamp: metav1.Unix(int64(1000+age), 0)}
+}
+
+func kubebootClass() *gatewayv1.GatewayClass {
+	return &gatewayv1.GatewayClass{ObjectMeta: meta0("", "kubeboot", 0), Spec: gatewayv1.GatewayClassSpec{ControllerName: ControllerName}}
+}
+
+func httpListener(name string, port int32, from gatewayv1.FromNamespaces, hostname string) gatewayv1.Listener {
+	l := gatewayv1.Listener{Name: gatewayv1.SectionName(name), Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType,
+		AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: ptr.To(from)}}}
+	if hostname != "" {
+		l.Hostname = ptr.To(gatewayv1.Hostname(hostname))
+	}
+	return l
+}
+
+func gw(ns, name string, age int, listeners ...gatewayv1.Listener) *gatewayv1.Gateway {
+	return &gatewayv1.Gateway{ObjectMeta: meta0(ns, name, age), Spec: gatewayv1.GatewaySpec{GatewayClassName: "kubeboot", Listeners: listeners}}
+}
+
+func httpRoute(ns, name string, age int, parent gatewayv1.ParentReference, hostnames []string, rules ...gatewayv1.HTTPRouteRule) *gatewayv1.HTTPRoute {
+	r := &gatewayv1.HTTPRoute{ObjectMeta: meta0(ns, name, age)}
+	r.Spec.ParentRefs = []gatewayv1.ParentReference{parent}
+	for _, h := range hostnames {
+		r.Spec.Hostnames = append(r.Spec.Hostnames, gatewayv1.Hostname(h))
+	}
+	r.Spec.Rules = rules
+	return r
+}
+
+func parent(ns, name string) gatewayv1.ParentReference {
+	return gatewayv1.ParentReference{Namespace: ptr.To(gatewayv1.Namespace(ns)), Name: gatewayv1.ObjectName(name)}
+}
+
+func ruleTo(service string, port int32, matches ...gatewayv1.HTTPRouteMatch) gatewayv1.HTTPRouteRule {
+	return gatewayv1.HTTPRouteRule{Matches: matches, BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+		BackendObjectReference: gatewayv1.BackendObjectReference{Name: gatewayv1.ObjectName(service), Port: ptr.To(gatewayv1.PortNumber(port))}}}}}
+}
+
+func pathPrefix(p string) gatewayv1.HTTPRouteMatch {
+	return gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To(p)}}
+}
+
+func service(ns, name string, ports ...int32) *corev1.Service {
+	svc := &corev1.Service{ObjectMeta: meta0(ns, name, 0)}
+	for _, p := range ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "http", Port: p})
+	}
+	return svc
+}
+
+// baseSnapshot is a cluster with one serving node, kubeboot's class, and
+// Service web in ns app.
+func baseSnapshot() *snapshot {
+	return &snapshot{
+		classes:    []*gatewayv1.GatewayClass{kubebootClass()},
+		namespaces: map[string]*corev1.Namespace{"app": {ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{"team": "a"}}}, "infra": {ObjectMeta: metav1.ObjectMeta{Name: "infra"}}},
+		services:   map[types.NamespacedName]*corev1.Service{{Namespace: "app", Name: "web"}: service("app", "web", 8080)},
+		secrets:    map[types.NamespacedName]*corev1.Secret{},
+		addresses:  []string{"198.51.100.1"},
+		heldPorts:  map[int32]string{},
+	}
+}
+
+func cond(conds []metav1.Condition, t string) *metav1.Condition { return meta.FindStatusCondition(conds, t) }
+
+// wantCond checks conds has t with status and reason.
+func wantCond(t *testing.T, what string, conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := cond(conds, typ)
+	if c == nil || c.Status != status || c.Reason != reason {
+		t.Errorf("%s condition %s = %+v, want %s/%s", what, typ, c, status, reason)
+	}
+}
+
+func TestRouteAttachment(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		gateway    *gatewayv1.Gateway
+		route      *gatewayv1.HTTPRoute
+		edit       func(*snapshot)
+		accepted   metav1.ConditionStatus
+		reason     gatewayv1.RouteConditionReason
+		resolved   gatewayv1.RouteConditionReason
+		attached   int32
+		wantHosts  []string
+		wantStatus int // 0: the backend; 500: an invalid one
+	}{
+		{name: "same namespace", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+			route: httpRoute("app", "r", 0, parent("app", "g"), nil, ruleTo("web", 8080)), accepted: "True", reason: "Accepted",
+			resolved: "ResolvedRefs", attached: 1, wantHosts: []string{""}},
+		{name: "another namespace, listener takes its own only", gateway: gw("infra", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+			route: httpRoute("app", "r", 0, parent("infra", "g"), nil, ruleTo("web", 8080)), accepted: "False", reason: "NotAllowedByListeners",
+			resolved: "ResolvedRefs"},
+		{name: "another namespace, listener takes all", gateway: gw("infra", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromAll, "")),
+			route: httpRoute("app", "r", 0, parent("infra", "g"), nil, ruleTo("web", 8080)), accepted: "True", reason: "Accepted",
+			resolved: "ResolvedRefs", attached: 1, wantHosts: []string{""}},
+		{name: "namespace selected by label", gateway: func() *gatewayv1.Gateway {
+			l := httpListener("http", 80, gatewayv1.NamespacesFromSelector, "")
+			l.AllowedRoutes.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
+			return gw("infra", "g", 0, l)
+		}(), route: httpRoute("app", "r", 0, parent("infra", "g"), nil, ruleTo("web", 8080)), accepted: "True", reason: "Accepted",
+			resolved: "ResolvedRefs", attached: 1, wantHosts: []string{""}},
+		{name: "sectionName no listener has", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+			route: func() *gatewayv1.HTTPRoute {
+				p := parent("app", "g")
+				p.SectionName = ptr.To(gatewayv1.SectionName("other"))
+				return httpRoute("app", "r", 0, p, nil, ruleTo("web", 8080))
+			}(), accepted: "False", reason: "NoMatchingParent", resolved: "ResolvedRefs"},
+		{name: "hostnames intersect: the route's within the listener's wildcard", gateway: gw("app", "g", 0,
+			httpListener("http", 80, gatewayv1.NamespacesFromSame, "*.example.com")),
+			route: httpRoute("app", "r", 0, parent("app", "g"), []string{"foo.example.com", "other.org", "example.com"}, ruleTo("web", 8080)),
+			accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{"foo.example.com"}},
+		{name: "hostnames intersect: the listener's within the route's wildcard", gateway: gw("app", "g", 0,
+			httpListener("http", 80, gatewayv1.NamespacesFromSame, "very.specific.com")),
+			route: httpRoute("app", "r", 0, parent("app", "g"), []string{"*.specific.com"}, ruleTo("web", 8080)),
+			accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{"very.specific.com"}},
+		{name: "no hostname intersects", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "*.example.com")),
+			route: httpRoute("app", "r", 0, parent("app", "g"), []string{"example.com", "other.org"}, ruleTo("web", 8080)),
+			accepted: "False", reason: "NoMatchingListenerHostname", resolved: "ResolvedRefs"},
+		{name: "a missing Service", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+			route: httpRoute("app", "r", 0, parent("app", "g"), nil, ruleTo("missing", 8080)), accepted: "True", reason: "Accepted",
+			resolved: "BackendNotFound", attached: 1, wantHosts: []string{""}, wantStatus: 500},
+		{name: "a Service's port it does not have", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+			route: httpRoute("app", "r", 0, parent("app", "g"), nil, ruleTo("web", 9999)), accepted: "True", reason: "Accepted",
+			resolved: "BackendNotFound", attached: 1, wantHosts: []string{""}, wantStatus: 500},
+		{name: "another kind of backend", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+			route: func() *gatewayv1.HTTPRoute {
+				rule := ruleTo("web", 8080)
+				rule.BackendRefs[0].Kind = ptr.To(gatewayv1.Kind("UnknownKind"))
+				return httpRoute("app", "r", 0, parent("app", "g"), nil, rule)
+			}(), accepted: "True", reason: "Accepted", resolved: "InvalidKind", attached: 1, wantHosts: []string{""}, wantStatus: 500},
+		{name: "another namespace's Service without a grant", gateway: gw("infra", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromAll, "")),
+			route: func() *gatewayv1.HTTPRoute {
+				rule := ruleTo("web", 8080)
+				rule.BackendRefs[0].Namespace = ptr.To(gatewayv1.Namespace("app"))
+				return httpRoute("infra", "r", 0, parent("infra", "g"), nil, rule)
+			}(), accepted: "True", reason: "Accepted", resolved: "RefNotPermitted", attached: 1, wantHosts: []string{""}, wantStatus: 500},
+		{name: "another namespace's Service with a grant", gateway: gw("infra", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromAll, "")),
+			route: func() *gatewayv1.HTTPRoute {
+				rule := ruleTo("web", 8080)
+				rule.BackendRefs[0].Namespace = ptr.To(gatewayv1.Namespace("app"))
+				return httpRoute("infra", "r", 0, parent("infra", "g"), nil, rule)
+			}(),
+			edit: func(s *snapshot) {
+				s.grants = append(s.grants, &gatewayv1.ReferenceGrant{ObjectMeta: meta0("app", "grant", 0), Spec: gatewayv1.ReferenceGrantSpec{
+					From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: "infra"}},
+					To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}}}})
+			}, accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{""}},
+		{name: "an unsupported filter", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+			route: func() *gatewayv1.HTTPRoute {
+				rule := ruleTo("web", 8080)
+				rule.Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef}}
+				return httpRoute("app", "r", 0, parent("app", "g"), nil, rule)
+			}(), accepted: "False", reason: "UnsupportedValue", resolved: "ResolvedRefs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := baseSnapshot()
+			s.gateways = []*gatewayv1.Gateway{tc.gateway}
+			s.routes = []*gatewayv1.HTTPRoute{tc.route}
+			if tc.edit != nil {
+				tc.edit(s)
+			}
+			m := build(s)
+			parents := m.routes[types.NamespacedName{Namespace: tc.route.Namespace, Name: tc.route.Name}]
+			if len(parents) != 1 {
+				t.Fatalf("route status parents: %+v, want 1", parents)
+			}
+			wantCond(t, "route", parents[0].Conditions, "Accepted", tc.accepted, string(tc.reason))
+			wantCond(t, "route", parents[0].Conditions, "ResolvedRefs", map[bool]metav1.ConditionStatus{true: "True", false: "False"}[tc.resolved == "ResolvedRefs"], string(tc.resolved))
+			if parents[0].ControllerName != ControllerName {
+				t.Errorf("controllerName %q", parents[0].ControllerName)
+			}
+			gst := m.gateways[types.NamespacedName{Namespace: tc.gateway.Namespace, Name: tc.gateway.Name}]
+			if got := gst.Listeners[0].AttachedRoutes; got != tc.attached {
+				t.Errorf("attachedRoutes %d, want %d", got, tc.attached)
+			}
+			cfg := m.config(1)
+			var hosts []string
+			var routes []dataplane.Route
+			for _, p := range cfg.Ports {
+				for _, h := range p.Hosts {
+					if len(h.Routes) > 0 {
+						hosts = append(hosts, h.Hostname)
+						routes = append(routes, h.Routes...)
+					}
+				}
+			}
+			if len(hosts) != len(tc.wantHosts) || len(hosts) > 0 && hosts[0] != tc.wantHosts[0] {
+				t.Errorf("hosts served %q, want %q", hosts, tc.wantHosts)
+			}
+			if len(routes) > 0 {
+				invalid := routes[0].Backends[0].Invalid
+				if invalid != (tc.wantStatus == 500) {
+					t.Errorf("backend invalid = %v, want %v", invalid, tc.wantStatus == 500)
+				}
+			}
+		})
+	}
+}
+
+func TestListeners(t *testing.T) {
+	cert, key := selfSigned(t, "example.org")
+	https := func(name string, secret string) gatewayv1.Listener {
+		return gatewayv1.Listener{Name: gatewayv1.SectionName(name), Port: 443, Protocol: gatewayv1.HTTPSProtocolType,
+			TLS: &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: gatewayv1.ObjectName(secret)}}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		gateways  []*gatewayv1.Gateway
+		edit      func(*snapshot)
+		gateway   int // the Gateway whose first listener is checked
+		condType  string
+		status    metav1.ConditionStatus
+		reason    string
+		gwReason  string // its Gateway's Accepted reason
+		programed metav1.ConditionStatus
+	}{
+		{name: "HTTP", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, ""))},
+			condType: "Accepted", status: "True", reason: "Accepted", gwReason: "Accepted", programed: "True"},
+		{name: "an unsupported protocol", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, gatewayv1.Listener{Name: "udp", Port: 53, Protocol: gatewayv1.UDPProtocolType})},
+			condType: "Accepted", status: "False", reason: "UnsupportedProtocol", gwReason: "ListenersNotValid", programed: "False"},
+		{name: "HTTPS with its certificate", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, https("https", "cert"))},
+			edit: func(s *snapshot) {
+				s.secrets[types.NamespacedName{Namespace: "app", Name: "cert"}] = &corev1.Secret{Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}
+			}, condType: "ResolvedRefs", status: "True", reason: "ResolvedRefs", gwReason: "Accepted", programed: "True"},
+		{name: "HTTPS with a missing Secret", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, https("https", "missing"))},
+			condType: "ResolvedRefs", status: "False", reason: "InvalidCertificateRef", gwReason: "ListenersNotValid", programed: "False"},
+		{name: "HTTPS with a malformed Secret", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, https("https", "bad"))},
+			edit: func(s *snapshot) {
+				s.secrets[types.NamespacedName{Namespace: "app", Name: "bad"}] = &corev1.Secret{Data: map[string][]byte{"tls.crt": []byte("x"), "tls.key": key}}
+			}, condType: "ResolvedRefs", status: "False", reason: "InvalidCertificateRef", gwReason: "ListenersNotValid", programed: "False"},
+		{name: "a port a LoadBalancer Service holds", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, ""))},
+			edit: func(s *snapshot) { s.heldPorts[80] = "app/lb" }, condType: "Accepted", status: "False", reason: "PortUnavailable",
+			gwReason: "ListenersNotValid", programed: "False"},
+		{name: "a port an older Gateway serves with the other protocol", gateways: []*gatewayv1.Gateway{
+			gw("app", "old", 0, httpListener("http", 443, gatewayv1.NamespacesFromSame, "")), gw("app", "new", 1, https("https", "cert"))},
+			edit: func(s *snapshot) {
+				s.secrets[types.NamespacedName{Namespace: "app", Name: "cert"}] = &corev1.Secret{Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}
+			}, gateway: 1, condType: "Accepted", status: "False", reason: "PortUnavailable", gwReason: "ListenersNotValid", programed: "False"},
+		{name: "Gateways share a port of one protocol", gateways: []*gatewayv1.Gateway{
+			gw("app", "one", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")), gw("app", "two", 1, httpListener("http", 80, gatewayv1.NamespacesFromSame, ""))},
+			gateway: 1, condType: "Accepted", status: "True", reason: "Accepted", gwReason: "Accepted", programed: "True"},
+		{name: "no node serves", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, ""))},
+			edit: func(s *snapshot) { s.addresses = nil }, condType: "Accepted", status: "True", reason: "Accepted", gwReason: "Accepted", programed: "False"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := baseSnapshot()
+			s.gateways = tc.gateways
+			if tc.edit != nil {
+				tc.edit(s)
+			}
+			m := build(s)
+			g := tc.gateways[tc.gateway]
+			st := m.gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}]
+			wantCond(t, "listener", st.Listeners[0].Conditions, tc.condType, tc.status, tc.reason)
+			// One listener each: the Gateway is accepted when it is.
+			wantCond(t, "gateway", st.Conditions, "Accepted", map[bool]metav1.ConditionStatus{true: "True", false: "False"}[tc.gwReason == "Accepted"], tc.gwReason)
+			if c := cond(st.Conditions, "Programmed"); c == nil || c.Status != tc.programed {
+				t.Errorf("gateway Programmed %+v, want %s", c, tc.programed)
+			}
+			if tc.programed == "True" && (len(st.Addresses) != 1 || st.Addresses[0].Value != "198.51.100.1") {
+				t.Errorf("addresses %+v, want the node's", st.Addresses)
+			}
+		})
+	}
+}
+
+// TestPrecedence: a host's routes are ordered as the Gateway API says,
+// across routes.
+func TestPrecedence(t *testing.T) {
+	s := baseSnapshot()
+	s.gateways = []*gatewayv1.Gateway{gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, ""))}
+	headers := pathPrefix("/")
+	headers.Headers = []gatewayv1.HTTPHeaderMatch{{Name: "version", Value: "two"}}
+	exactMatch := gatewayv1.HTTPRouteMatch{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchExact), Value: ptr.To("/a")}}
+	s.routes = []*gatewayv1.HTTPRoute{
+		httpRoute("app", "newer", 2, parent("app", "g"), nil, ruleTo("web", 8080, pathPrefix("/"))),
+		httpRoute("app", "older", 1, parent("app", "g"), nil, ruleTo("web", 8080, pathPrefix("/"), headers), ruleTo("web", 8080, pathPrefix("/a/b"), exactMatch)),
+	}
+	cfg := build(s).config(1)
+	var got []string
+	for _, r := range cfg.Ports[0].Hosts[0].Routes {
+		p := r.Match.Path
+		got = append(got, string(*p.Type)+" "+*p.Value+" "+r.Name+" headers="+string(rune('0'+len(r.Match.Headers))))
+	}
+	want := []string{
+		"Exact /a HTTPRoute app/older rule 1 headers=0",
+		"PathPrefix /a/b HTTPRoute app/older rule 1 headers=0",
+		"PathPrefix / HTTPRoute app/older rule 0 headers=1",
+		"PathPrefix / HTTPRoute app/older rule 0 headers=0",
+		"PathPrefix / HTTPRoute app/newer rule 0 headers=0",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("routes:\n%q\nwant\n%q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("route %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestIngress(t *testing.T) {
+	cert, key := selfSigned(t, "web.example")
+	def, defKey := selfSigned(t, "default")
+	s := baseSnapshot()
+	s.ingress = &IngressOptions{HTTPPort: 80, HTTPSPort: 443}
+	s.defaultCertificate = &dataplane.Certificate{Cert: def, Key: defKey}
+	s.secrets[types.NamespacedName{Namespace: "app", Name: "web-tls"}] = &corev1.Secret{Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}
+	backend := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 8080}}}
+	s.ingresses = []*networkingv1.Ingress{
+		{ObjectMeta: meta0("app", "web", 0), Spec: networkingv1.IngressSpec{
+			DefaultBackend: &backend,
+			TLS:            []networkingv1.IngressTLS{{Hosts: []string{"web.example"}, SecretName: "web-tls"}},
+			Rules: []networkingv1.IngressRule{{Host: "web.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/api", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: backend}}}}}},
+		}},
+		{ObjectMeta: meta0("app", "other-class", 0), Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("nginx"), DefaultBackend: &backend}},
+	}
+	m := build(s)
+	if st, ok := m.ingresses[types.NamespacedName{Namespace: "app", Name: "web"}]; !ok || len(st.Ingress) != 1 || st.Ingress[0].IP != "198.51.100.1" {
+		t.Errorf("the Ingress's status %+v, want the node's address", st)
+	}
+	if _, ok := m.ingresses[types.NamespacedName{Namespace: "app", Name: "other-class"}]; ok {
+		t.Error("an Ingress of another class got a status")
+	}
+	cfg := m.config(1)
+	if len(cfg.Ports) != 2 || cfg.Ports[0].Port != 80 || cfg.Ports[1].Port != 443 || !cfg.Ports[1].TLS {
+		t.Fatalf("ports %+v, want 80 and 443 (TLS)", cfg.Ports)
+	}
+	for _, p := range cfg.Ports {
+		hosts := map[string]dataplane.Host{}
+		for _, h := range p.Hosts {
+			hosts[h.Hostname] = h
+		}
+		web := hosts["web.example"]
+		if len(web.Routes) != 2 || *web.Routes[0].Match.Path.Value != "/api" || web.Routes[1].Name != "Ingress app/web default backend" {
+			t.Errorf("port %d, web.example's routes %+v: want /api, then the default backend", p.Port, web.Routes)
+		}
+		if len(hosts[""].Routes) != 1 {
+			t.Errorf("port %d: any host's routes %+v, want the default backend", p.Port, hosts[""].Routes)
+		}
+		if p.TLS && (web.Certificate == nil || string(web.Certificate.Cert) != string(cert) || hosts[""].Certificate == nil || string(hosts[""].Certificate.Cert) != string(def)) {
+			t.Errorf("port %d: certificates: web.example's its own, any host's the default", p.Port)
+		}
+	}
+}
