@@ -107,7 +107,9 @@ func baseSnapshot() *snapshot {
 	}
 }
 
-func cond(conds []metav1.Condition, t string) *metav1.Condition { return meta.FindStatusCondition(conds, t) }
+func cond(conds []metav1.Condition, t string) *metav1.Condition {
+	return meta.FindStatusCondition(conds, t)
+}
 
 // wantCond checks conds has t with status and reason.
 func wantCond(t *testing.T, what string, conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason string) {
@@ -154,14 +156,14 @@ func TestRouteAttachment(t *testing.T) {
 			}(), accepted: "False", reason: "NoMatchingParent", resolved: "ResolvedRefs"},
 		{name: "hostnames intersect: the route's within the listener's wildcard", gateway: gw("app", "g", 0,
 			httpListener("http", 80, gatewayv1.NamespacesFromSame, "*.example.com")),
-			route: httpRoute("app", "r", 0, parent("app", "g"), []string{"foo.example.com", "other.org", "example.com"}, ruleTo("web", 8080)),
+			route:    httpRoute("app", "r", 0, parent("app", "g"), []string{"foo.example.com", "other.org", "example.com"}, ruleTo("web", 8080)),
 			accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{"foo.example.com"}},
 		{name: "hostnames intersect: the listener's within the route's wildcard", gateway: gw("app", "g", 0,
 			httpListener("http", 80, gatewayv1.NamespacesFromSame, "very.specific.com")),
-			route: httpRoute("app", "r", 0, parent("app", "g"), []string{"*.specific.com"}, ruleTo("web", 8080)),
+			route:    httpRoute("app", "r", 0, parent("app", "g"), []string{"*.specific.com"}, ruleTo("web", 8080)),
 			accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{"very.specific.com"}},
 		{name: "no hostname intersects", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "*.example.com")),
-			route: httpRoute("app", "r", 0, parent("app", "g"), []string{"example.com", "other.org"}, ruleTo("web", 8080)),
+			route:    httpRoute("app", "r", 0, parent("app", "g"), []string{"example.com", "other.org"}, ruleTo("web", 8080)),
 			accepted: "False", reason: "NoMatchingListenerHostname", resolved: "ResolvedRefs"},
 		{name: "a missing Service", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
 			route: httpRoute("app", "r", 0, parent("app", "g"), nil, ruleTo("missing", 8080)), accepted: "True", reason: "Accepted",
