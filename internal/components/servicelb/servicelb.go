@@ -33,18 +33,14 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	nodeutil "k8s.io/kubernetes/pkg/util/node"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/lbnodes"
 )
 
 // User is the user the controller acts as.
 const User = "system:kubeboot:servicelb"
-
-// excludeLabel keeps a node out of every load balancer, as upstream's
-// service controller honours it.
-const excludeLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 // Component is the controller as a component of a server.
 type Component struct{}
@@ -117,7 +113,7 @@ func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
 	// Only what Ingress reads of a Node: not its heartbeats.
 	if _, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueueAll, UpdateFunc: func(old, obj any) {
-			if o, n := old.(*corev1.Node), obj.(*corev1.Node); eligible(o) != eligible(n) || !slices.Equal(nodeAddresses(o), nodeAddresses(n)) {
+			if o, n := old.(*corev1.Node), obj.(*corev1.Node); lbnodes.Eligible(o) != lbnodes.Eligible(n) || !slices.Equal(lbnodes.Addresses(o), lbnodes.Addresses(n)) {
 				enqueueAll(obj)
 			}
 		}, DeleteFunc: enqueueAll}); err != nil {
@@ -250,10 +246,10 @@ func Ingress(svc *corev1.Service, nodes []*corev1.Node) []corev1.LoadBalancerIng
 	seen := map[netip.Addr]bool{}
 	var addrs []netip.Addr
 	for _, n := range nodes {
-		if !eligible(n) {
+		if !lbnodes.Eligible(n) {
 			continue
 		}
-		for _, a := range nodeAddresses(n) {
+		for _, a := range lbnodes.Addresses(n) {
 			if families[a.Is4()] && !seen[a] {
 				seen[a] = true
 				addrs = append(addrs, a)
@@ -266,34 +262,6 @@ func Ingress(svc *corev1.Service, nodes []*corev1.Node) []corev1.LoadBalancerIng
 		ingress = append(ingress, corev1.LoadBalancerIngress{IP: a.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
 	}
 	return ingress
-}
-
-// eligible reports whether n serves load balancers: Ready, and not
-// excluded by its label.
-func eligible(n *corev1.Node) bool {
-	_, excluded := n.Labels[excludeLabel]
-	return !excluded && nodeutil.IsNodeReady(n)
-}
-
-// nodeAddresses are n's ExternalIPs, or its InternalIPs if it has none.
-func nodeAddresses(n *corev1.Node) []netip.Addr {
-	var external, internal []netip.Addr
-	for _, a := range n.Status.Addresses {
-		ip, err := netip.ParseAddr(a.Address)
-		if err != nil {
-			continue
-		}
-		switch a.Type {
-		case corev1.NodeExternalIP:
-			external = append(external, ip)
-		case corev1.NodeInternalIP:
-			internal = append(internal, ip)
-		}
-	}
-	if len(external) > 0 {
-		return external
-	}
-	return internal
 }
 
 func ingressIPs(ingress []corev1.LoadBalancerIngress) string {

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeboot/kubeboot/internal/platform/lbnodes"
 )
 
 func node(name string, ready bool, labels map[string]string, addrs ...corev1.NodeAddress) *corev1.Node {
@@ -29,7 +31,7 @@ func TestIngress(t *testing.T) {
 		node("a", true, nil, internal("10.0.0.1"), internal("fd00::1")),
 		node("public", true, nil, internal("10.0.0.3"), corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.3"}),
 		node("down", false, nil, internal("10.0.0.4")),
-		node("excluded", true, map[string]string{excludeLabel: ""}, internal("10.0.0.5")),
+		node("excluded", true, map[string]string{lbnodes.ExcludeLabel: ""}, internal("10.0.0.5")),
 		node("twin", true, nil, internal("10.0.0.1")),
 	}
 	for _, tc := range []struct {
