@@ -191,13 +191,18 @@ func GrantClusterRoleTo(name string, subjects []rbacv1.Subject, rules ...rbacv1.
 // GrantRole is GrantClusterRole for rights in one namespace: a Role and
 // a RoleBinding named name in namespace.
 func GrantRole(namespace, name, user string, rules ...rbacv1.PolicyRule) func(context.Context, kubernetes.Interface) error {
+	return GrantRoleTo(namespace, name, []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}, rules...)
+}
+
+// GrantRoleTo is GrantRole for several subjects, users or groups.
+func GrantRoleTo(namespace, name string, subjects []rbacv1.Subject, rules ...rbacv1.PolicyRule) func(context.Context, kubernetes.Interface) error {
 	return func(ctx context.Context, client kubernetes.Interface) error {
 		meta := metav1.ObjectMeta{Name: name, Namespace: namespace}
 		role := &rbacv1.Role{ObjectMeta: meta, Rules: rules}
 		binding := &rbacv1.RoleBinding{
 			ObjectMeta: meta,
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+			Subjects:   subjects,
 		}
 		if err := updateOrCreate(ctx, client.RbacV1().Roles(namespace), role); err != nil {
 			return fmt.Errorf("Role %s/%s: %w", namespace, name, err)

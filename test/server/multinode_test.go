@@ -154,6 +154,12 @@ func testTwoNodes(t *testing.T, backend string) {
 		}
 	})
 
+	if backend == "vxlan" {
+		t.Run("traffic in: Ingress and Gateway at every node's address", func(t *testing.T) {
+			checkTrafficIn(ctx, t, srv, client, nodeName, agentNodeName)
+		})
+	}
+
 	t.Run("NetworkPolicy", func(t *testing.T) { checkNetworkPolicy(ctx, t, srv, client, webA, webB) })
 
 	if backend == "vxlan" {

@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/agenttunnel"
 	"github.com/kubeboot/kubeboot/internal/components/autodeploy"
 	"github.com/kubeboot/kubeboot/internal/components/clusterdns"
+	"github.com/kubeboot/kubeboot/internal/components/gateway"
 	"github.com/kubeboot/kubeboot/internal/components/helmcontroller"
 	"github.com/kubeboot/kubeboot/internal/components/hostnode"
 	"github.com/kubeboot/kubeboot/internal/components/kubecontrollermanager"
@@ -71,6 +72,8 @@ type Server struct {
 	Disable []string
 	// MetricsServer is metrics-server's options (metricsserver).
 	MetricsServer *msoptions.Options
+	// Gateway is the flags of Gateways and Ingresses (gateway).
+	Gateway *gateway.Options
 	// DisableHelmController is --disable-helm-controller (k3s's flag):
 	// no HelmChart kinds, no controller (helmcontroller).
 	DisableHelmController bool
@@ -91,9 +94,10 @@ var sharedLeaderElectionFlags = []string{"leader-elect", "leader-elect-lease-dur
 // DNS (clusterdns), local-storage, the default StorageClass and its
 // volumes on the nodes (localstorage), servicelb, LoadBalancer Services
 // on the nodes' addresses (servicelb), network-policy, the nodes'
-// enforcement of NetworkPolicy (networkpolicy), and metrics-server, the
-// resource metrics API (metricsserver).
-var disableable = []string{"coredns", "local-storage", "servicelb", "network-policy", "metrics-server"}
+// enforcement of NetworkPolicy (networkpolicy), metrics-server, the
+// resource metrics API (metricsserver), gateway-api and ingress, the
+// nodes' serving of Gateways and of Ingresses (gateway).
+var disableable = []string{"coredns", "local-storage", "servicelb", "network-policy", "metrics-server", "gateway-api", "ingress"}
 
 // NewServer returns the flag defaults.
 func NewServer() (*Server, error) {
@@ -103,7 +107,7 @@ func NewServer() (*Server, error) {
 	}
 	o := &Server{APIServer: *NewAPIServer(), ControllerManager: cm, Scheduler: kubescheduler.NewOptions(),
 		SimulatedNodes: simulatednodes.NewOptions(), Node: hostnode.NewOptions(), ClusterDNS: clusterdns.NewOptions(),
-		MetricsServer: metricsserver.NewOptions()}
+		MetricsServer: metricsserver.NewOptions(), Gateway: gateway.NewOptions()}
 	// Nodes join a server's cluster as kubeadm's do, with bootstrap
 	// tokens (`kubeboot agent`, --node), so a server authenticates them.
 	o.ControlPlane.Authentication.BootstrapToken.Enable = true
@@ -148,6 +152,7 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&nodes.EmbeddedRegistry, "embedded-registry", nodes.EmbeddedRegistry,
 		"The nodes serve each other the images their containerd holds, for the registries their registries.yaml lists under mirrors (k3s's flag): "+
 			"an image pulled or imported on one node is pulled by the others from it, over TLS with the cluster's certificates, on port "+strconv.Itoa(registrymirror.Port)+".")
+	o.Gateway.AddFlags(fs)
 	fs.StringSliceVar(&o.Disable, "disable", o.Disable,
 		"Pieces the server leaves out (repeatable, or comma-separated): "+strings.Join(disableable, ", ")+
 			"; any other NAME leaves alone the manifest NAME (or NAME.yaml, .yml, .json) in <data-dir>/server/manifests, which the server otherwise applies.")
@@ -165,7 +170,7 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 // pass-through flags; each problem names its flag. The components' own
 // checks run when the configuration is completed.
 func (o *Server) Validate() error {
-	errs := []error{o.APIServer.Validate(), o.ClusterDNS.Validate()}
+	errs := []error{o.APIServer.Validate(), o.ClusterDNS.Validate(), o.Gateway.Validate()}
 	for _, d := range o.Disable {
 		// Other names are the manifests directory's files, as k3s takes them.
 		if !slices.Contains(disableable, d) && (d == "" || strings.ContainsAny(d, `/\`)) {
@@ -358,6 +363,12 @@ func (o *Server) Config() controlplane.Config {
 	} else {
 		c.Components = append(c.Components, metricsserver.New(o.MetricsServer, o.ControllerManager.Generic.LeaderElection))
 	}
+	gw := *o.Gateway
+	gw.Gateway = !slices.Contains(o.Disable, "gateway-api")
+	if slices.Contains(o.Disable, "ingress") {
+		gw.Ingress = nil
+	}
+	c.Components = append(c.Components, gateway.New(gw, o.ControllerManager.Generic.LeaderElection))
 	if !o.DisableHelmController {
 		c.Components = append(c.Components, helmcontroller.New(o.ControllerManager.Generic.LeaderElection))
 	}

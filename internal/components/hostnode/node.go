@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
+	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
 	"github.com/kubeboot/kubeboot/internal/components/networkpolicy"
 	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
@@ -107,7 +108,9 @@ func Dir(dataDir string) string { return filepath.Join(dataDir, nodeDirName) }
 //  4. startKubelet: the kubelet, a child process;
 //  5. startBesideKubelet: the registry mirror (registrymirror), local
 //     storage's provisioner (localstorage), the pod network (podnetwork:
-//     flannel and the CNI configuration) and kube-proxy, in the process.
+//     flannel and the CNI configuration), the cluster's Gateways and
+//     Ingresses on the node's ports (gateway's dataplane) and kube-proxy,
+//     in the process.
 //
 // On the way out the kubelet stops first, then the runtime.
 func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
@@ -264,8 +267,9 @@ func (n *node) startKubelet(ctx context.Context, endpoint string) (<-chan error,
 }
 
 // startBesideKubelet starts the parts of the node that run beside the
-// kubelet: the registry mirror and local storage until kubeletCtx is done,
-// whose failures are logged, not the node's; the pod network until
+// kubelet: the registry mirror, local storage and the Gateways' and
+// Ingresses' data plane until kubeletCtx is done, whose failures are
+// logged, not the node's; the pod network until
 // kubeletCtx is done and kube-proxy until ctx is (it has no stop: it ends
 // with the process), whose ends are sent to parts.
 func (n *node) startBesideKubelet(ctx, kubeletCtx context.Context, parts chan<- partExit) {
@@ -276,6 +280,13 @@ func (n *node) startBesideKubelet(ctx, kubeletCtx context.Context, parts chan<- 
 	if settings.LocalStorage {
 		go localstorage.RunNode(kubeletCtx, n.agent, n.nodeName, n.localStoragePath(n.dir))
 	}
+	// The server publishes what the node serves, if anything: until then
+	// it holds one watch. Its failure is logged, not the node's.
+	go func() {
+		if err := dataplane.Run(kubeletCtx, dataplane.Node{Name: n.nodeName, Client: n.agent}); err != nil && kubeletCtx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "The node stopped serving the cluster's Gateways and Ingresses")
+		}
+	}()
 	go func() {
 		parts <- partExit{"the pod network", podnetwork.Run(kubeletCtx, podnetwork.Node{Name: n.nodeName, IP: n.nodeIP, Dir: n.dir,
 			Network: settings.PodNetwork, Kubeconfig: AgentKubeconfig(n.dir), Client: n.agent, CNIConf: n.CNIConf})}

@@ -156,6 +156,21 @@ func NewServing(ca *KeyPair, spec ServingSpec) (*KeyPair, error) {
 	return sign(ca, servingTemplate(spec))
 }
 
+// NewSelfSigned issues a serving certificate that signs itself (an
+// ingress's default certificate, which no client is meant to trust).
+func NewSelfSigned(spec ServingSpec) (*KeyPair, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	tmpl := servingTemplate(spec)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("creating certificate %s: %w", spec.CommonName, err)
+	}
+	return newKeyPair(der, key)
+}
+
 func leafTemplate(cn string, orgs []string) *x509.Certificate {
 	now := time.Now()
 	return &x509.Certificate{

@@ -65,3 +65,23 @@ func once(ctx context.Context, lw cache.ListerWatcherWithContext) (bool, error) 
 	}
 	return false, nil
 }
+
+// WaitAny returns once any of lws has an object, or ctx's error.
+func WaitAny(ctx context.Context, lws ...cache.ListerWatcherWithContext) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	found := make(chan struct{}, len(lws))
+	for _, lw := range lws {
+		go func() {
+			if Wait(ctx, lw) == nil {
+				found <- struct{}{}
+			}
+		}()
+	}
+	select {
+	case <-found:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,442 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+
+	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
+	"github.com/kubeboot/kubeboot/internal/platform/lbnodes"
+	"github.com/kubeboot/kubeboot/internal/platform/simulated"
+)
+
+// Timing of the controller.
+const (
+	// minSyncInterval batches the changes of a moment into one pass.
+	minSyncInterval = 100 * time.Millisecond
+	// resyncInterval is how often a pass runs with nothing changed.
+	resyncInterval = 5 * time.Minute
+	// maxRetryInterval bounds the backoff after a failed pass.
+	maxRetryInterval = 30 * time.Second
+)
+
+// controller keeps the nodes' Config and every status as the model of
+// the cluster's objects says.
+type controller struct {
+	opts  Options
+	kube  kubernetes.Interface
+	gw    gatewayclient.Interface
+	kubeF informers.SharedInformerFactory
+	tlsF  informers.SharedInformerFactory
+	gwF   gatewayinformers.SharedInformerFactory
+	// published is the Config last published, without its generation,
+	// and generation its generation.
+	published  []byte
+	generation int64
+}
+
+func newController(opts Options, kube kubernetes.Interface, gw gatewayclient.Interface) *controller {
+	return &controller{
+		opts: opts, kube: kube, gw: gw,
+		kubeF: informers.NewSharedInformerFactory(kube, 0),
+		// Only the Secrets a listener or an Ingress can present.
+		tlsF: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
+		})),
+		gwF: gatewayinformers.NewSharedInformerFactory(gw, 0),
+	}
+}
+
+// run runs passes until ctx is done: at each change of what the model
+// reads, at most once per minSyncInterval, and every resyncInterval.
+func (c *controller) run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	changed := make(chan struct{}, 1)
+	trigger := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if err := c.watch(trigger); err != nil {
+		return err
+	}
+	for _, start := range []func(<-chan struct{}){c.kubeF.Start, c.tlsF.Start, c.gwF.Start} {
+		start(ctx.Done())
+	}
+	defer c.kubeF.Shutdown()
+	defer c.tlsF.Shutdown()
+	defer c.gwF.Shutdown()
+	c.kubeF.WaitForCacheSync(ctx.Done())
+	c.tlsF.WaitForCacheSync(ctx.Done())
+	c.gwF.WaitForCacheSync(ctx.Done())
+	if err := c.readPublished(ctx); err != nil {
+		return err
+	}
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 1 << 30, Cap: maxRetryInterval}
+	for {
+		start := time.Now()
+		select {
+		case <-changed:
+		default:
+		}
+		wait := resyncInterval
+		if err := c.sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			logger.Error(err, "A pass of the Gateway controller failed; it is tried again")
+			wait = backoff.Step()
+		} else {
+			backoff.Steps, backoff.Duration = 1<<30, time.Second
+		}
+		time.Sleep(max(0, minSyncInterval-time.Since(start)))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// watch registers trigger with every informer: a change of what the model
+// reads. A Node's counts only when what it says of serving changes.
+func (c *controller) watch(trigger func()) error {
+	changed := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { trigger() }, UpdateFunc: func(_, _ any) { trigger() }, DeleteFunc: func(any) { trigger() }}
+	gv := c.gwF.Gateway().V1()
+	for _, inf := range []cache.SharedIndexInformer{
+		gv.GatewayClasses().Informer(), gv.Gateways().Informer(), gv.HTTPRoutes().Informer(), gv.ReferenceGrants().Informer(),
+		c.kubeF.Core().V1().Namespaces().Informer(), c.kubeF.Core().V1().Services().Informer(),
+		c.kubeF.Networking().V1().Ingresses().Informer(), c.tlsF.Core().V1().Secrets().Informer(),
+	} {
+		if _, err := inf.AddEventHandler(changed); err != nil {
+			return err
+		}
+	}
+	_, err := c.kubeF.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { trigger() },
+		DeleteFunc: func(any) { trigger() },
+		UpdateFunc: func(old, obj any) {
+			o, n := old.(*corev1.Node), obj.(*corev1.Node)
+			if serving(o) != serving(n) || !slices.Equal(lbnodes.Addresses(o), lbnodes.Addresses(n)) {
+				trigger()
+			}
+		},
+	})
+	return err
+}
+
+// serving reports whether n serves Gateways and Ingresses now: it runs
+// kubeboot's data plane (it says which Config it serves), and answers
+// for load balancers.
+func serving(n *corev1.Node) bool {
+	_, ok := n.Annotations[dataplane.GenerationAnnotation]
+	return ok && lbnodes.Eligible(n) && !simulated.Node(n.Annotations)
+}
+
+// readPublished reads the Config published, whose generation the next
+// one follows.
+func (c *controller) readPublished(ctx context.Context) error {
+	s, err := c.kube.CoreV1().Secrets(dataplane.Namespace).Get(ctx, dataplane.SecretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cfg, err := dataplane.Decode(s.Data[dataplane.ConfigKey])
+	if err != nil {
+		return nil // another format's: the next publish replaces it
+	}
+	c.generation = cfg.Generation
+	cfg.Generation = 0
+	c.published, err = dataplane.Encode(cfg)
+	return err
+}
+
+// sync is one pass: the model of the objects now, its Config published
+// and its statuses written.
+func (c *controller) sync(ctx context.Context) error {
+	s, err := c.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	m := build(s)
+	if err := c.publish(ctx, m); err != nil {
+		return fmt.Errorf("publishing the nodes' configuration: %w", err)
+	}
+	return c.writeStatuses(ctx, m)
+}
+
+// snapshot reads what the model is built from.
+func (c *controller) snapshot(ctx context.Context) (*snapshot, error) {
+	gv := c.gwF.Gateway().V1()
+	s := &snapshot{namespaces: map[string]*corev1.Namespace{}, services: map[types.NamespacedName]*corev1.Service{},
+		secrets: map[types.NamespacedName]*corev1.Secret{}, heldPorts: map[int32]string{}}
+	var err error
+	if s.classes, err = gv.GatewayClasses().Lister().List(labels.Everything()); err != nil {
+		return nil, err
+	}
+	if c.opts.Gateway {
+		if s.gateways, err = gv.Gateways().Lister().List(labels.Everything()); err != nil {
+			return nil, err
+		}
+		if s.routes, err = gv.HTTPRoutes().Lister().List(labels.Everything()); err != nil {
+			return nil, err
+		}
+		if s.grants, err = gv.ReferenceGrants().Lister().List(labels.Everything()); err != nil {
+			return nil, err
+		}
+	} else {
+		s.classes = nil
+	}
+	namespaces, _ := c.kubeF.Core().V1().Namespaces().Lister().List(labels.Everything())
+	for _, n := range namespaces {
+		s.namespaces[n.Name] = n
+	}
+	services, _ := c.kubeF.Core().V1().Services().Lister().List(labels.Everything())
+	for _, svc := range services {
+		s.services[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = svc
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
+			for _, p := range svc.Spec.Ports {
+				if p.Protocol == corev1.ProtocolTCP || p.Protocol == "" {
+					s.heldPorts[p.Port] = svc.Namespace + "/" + svc.Name
+				}
+			}
+		}
+	}
+	secrets, _ := c.tlsF.Core().V1().Secrets().Lister().List(labels.Everything())
+	for _, sec := range secrets {
+		s.secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = sec
+	}
+	nodes, _ := c.kubeF.Core().V1().Nodes().Lister().List(labels.Everything())
+	seen := map[netip.Addr]bool{}
+	var addrs []netip.Addr
+	for _, n := range nodes {
+		if !serving(n) {
+			continue
+		}
+		for _, a := range lbnodes.Addresses(n) {
+			if !seen[a] {
+				seen[a] = true
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	for _, a := range addrs {
+		s.addresses = append(s.addresses, a.String())
+	}
+	if c.opts.Ingress != nil {
+		s.ingress = c.opts.Ingress
+		if s.ingresses, err = c.kubeF.Networking().V1().Ingresses().Lister().List(labels.Everything()); err != nil {
+			return nil, err
+		}
+		if s.defaultCertificate, err = ensureDefaultCertificate(ctx, c.kube); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// publish writes m's Config for the nodes, at the next generation, when it
+// differs from the last.
+func (c *controller) publish(ctx context.Context, m *model) error {
+	content, err := dataplane.Encode(m.config(0))
+	if err != nil {
+		return err
+	}
+	if c.published != nil && bytes.Equal(content, c.published) {
+		return nil
+	}
+	data, err := dataplane.Encode(m.config(c.generation + 1))
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: dataplane.Namespace, Name: dataplane.SecretName},
+		Data: map[string][]byte{dataplane.ConfigKey: data}}
+	secrets := c.kube.CoreV1().Secrets(dataplane.Namespace)
+	if _, err = secrets.Update(ctx, secret, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+		_, err = secrets.Create(ctx, secret, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	c.generation++
+	c.published = content
+	klog.FromContext(ctx).V(2).Info("Published the nodes' configuration", "generation", c.generation, "bytes", len(data))
+	return nil
+}
+
+// writeStatuses writes every status of m that differs from the object's.
+func (c *controller) writeStatuses(ctx context.Context, m *model) error {
+	gv := c.gwF.Gateway().V1()
+	var errs []error
+	for name, conds := range m.classes {
+		class, err := gv.GatewayClasses().Lister().Get(name)
+		if err != nil {
+			continue
+		}
+		errs = append(errs, c.writeClass(ctx, class, conds))
+	}
+	for nn, st := range m.gateways {
+		g, err := gv.Gateways().Lister().Gateways(nn.Namespace).Get(nn.Name)
+		if err != nil {
+			continue
+		}
+		errs = append(errs, c.writeGateway(ctx, g, st))
+	}
+	routes, _ := gv.HTTPRoutes().Lister().List(labels.Everything())
+	for _, r := range routes {
+		errs = append(errs, c.writeRoute(ctx, r, m.routes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}]))
+	}
+	for nn, st := range m.ingresses {
+		ing, err := c.kubeF.Networking().V1().Ingresses().Lister().Ingresses(nn.Namespace).Get(nn.Name)
+		if err != nil || equality.Semantic.DeepEqual(ing.Status.LoadBalancer, st) {
+			continue
+		}
+		ing = ing.DeepCopy()
+		ing.Status.LoadBalancer = st
+		_, err = c.kube.NetworkingV1().Ingresses(nn.Namespace).UpdateStatus(ctx, ing, metav1.UpdateOptions{})
+		errs = append(errs, ignoreNotFound(err))
+	}
+	return joinErrors(errs)
+}
+
+// merged is conds with want set: a condition whose status stays keeps
+// its transition time.
+func merged(conds []metav1.Condition, want []metav1.Condition) []metav1.Condition {
+	out := slices.Clone(conds)
+	keep := map[string]bool{}
+	for _, w := range want {
+		keep[w.Type] = true
+		meta.SetStatusCondition(&out, w)
+	}
+	return slices.DeleteFunc(out, func(c metav1.Condition) bool { return !keep[c.Type] })
+}
+
+func (c *controller) writeClass(ctx context.Context, class *gatewayv1.GatewayClass, conds []metav1.Condition) error {
+	st := class.Status.DeepCopy()
+	st.Conditions = merged(st.Conditions, conds)
+	st.SupportedFeatures = supportedFeatures()
+	if equality.Semantic.DeepEqual(*st, class.Status) {
+		return nil
+	}
+	class = class.DeepCopy()
+	class.Status = *st
+	_, err := c.gw.GatewayV1().GatewayClasses().UpdateStatus(ctx, class, metav1.UpdateOptions{})
+	return ignoreNotFound(err)
+}
+
+func (c *controller) writeGateway(ctx context.Context, g *gatewayv1.Gateway, want *gatewayv1.GatewayStatus) error {
+	st := g.Status.DeepCopy()
+	st.Conditions = merged(st.Conditions, want.Conditions)
+	st.Addresses = want.Addresses
+	old := map[gatewayv1.SectionName][]metav1.Condition{}
+	for _, l := range st.Listeners {
+		old[l.Name] = l.Conditions
+	}
+	st.Listeners = nil
+	for _, l := range want.Listeners {
+		l.Conditions = merged(old[l.Name], l.Conditions)
+		st.Listeners = append(st.Listeners, l)
+	}
+	if equality.Semantic.DeepEqual(*st, g.Status) {
+		return nil
+	}
+	g = g.DeepCopy()
+	g.Status = *st
+	_, err := c.gw.GatewayV1().Gateways(g.Namespace).UpdateStatus(ctx, g, metav1.UpdateOptions{})
+	return ignoreNotFound(err)
+}
+
+// writeRoute writes r's parents' status of kubeboot's controller, and
+// leaves other controllers' alone.
+func (c *controller) writeRoute(ctx context.Context, r *gatewayv1.HTTPRoute, want []gatewayv1.RouteParentStatus) error {
+	st := r.Status.DeepCopy()
+	var parents []gatewayv1.RouteParentStatus
+	old := map[string][]metav1.Condition{}
+	for _, p := range st.Parents {
+		if p.ControllerName != ControllerName {
+			parents = append(parents, p)
+		} else {
+			old[parentKey(p.ParentRef)] = p.Conditions
+		}
+	}
+	for _, p := range want {
+		p.Conditions = merged(old[parentKey(p.ParentRef)], p.Conditions)
+		parents = append(parents, p)
+	}
+	st.Parents = parents
+	if equality.Semantic.DeepEqual(st.Parents, r.Status.Parents) || len(st.Parents) == 0 && len(r.Status.Parents) == 0 {
+		return nil
+	}
+	r = r.DeepCopy()
+	r.Status = *st
+	_, err := c.gw.GatewayV1().HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+	return ignoreNotFound(err)
+}
+
+// parentKey names a parentRef.
+func parentKey(p gatewayv1.ParentReference) string {
+	key := fmt.Sprint(deref(p.Group), "/", deref(p.Kind), "/", deref(p.Namespace), "/", p.Name, "/", deref(p.SectionName))
+	if p.Port != nil {
+		key += ":" + strconv.Itoa(int(*p.Port))
+	}
+	return key
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// supportedFeatures are the Gateway API features the nodes serve, which
+// kubeboot's GatewayClass says.
+func supportedFeatures() []gatewayv1.SupportedFeature {
+	names := []string{"Gateway", "HTTPRoute", "ReferenceGrant"}
+	out := make([]gatewayv1.SupportedFeature, 0, len(names))
+	for _, n := range names {
+		out = append(out, gatewayv1.SupportedFeature{Name: gatewayv1.FeatureName(n)})
+	}
+	return out
+}
+
+// updateClassStatus says the GatewayClass is accepted, at install.
+func updateClassStatus(ctx context.Context, gw gatewayclient.Interface, class *gatewayv1.GatewayClass) error {
+	c := &controller{gw: gw}
+	m := build(&snapshot{classes: []*gatewayv1.GatewayClass{class}})
+	return c.writeClass(ctx, class, m.classes[class.Name])
+}
+
+func joinErrors(errs []error) error {
+	errs = slices.DeleteFunc(errs, func(e error) bool { return e == nil })
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d status writes failed, the first: %w", len(errs), errs[0])
+}

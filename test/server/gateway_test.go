@@ -1,0 +1,180 @@
+package server
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+// checkTrafficIn: an app on the cluster is reached from outside its nodes,
+// at every node's address, by name: through an Ingress of the default
+// class (kubectl create ingress, HTTP and HTTPS with its Secret's
+// certificate), and through a Gateway of class kubeboot and its HTTPRoute;
+// their status has the nodes' addresses; a route to a missing Service says
+// so and answers 500.
+func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, client kubernetes.Interface, nodes ...string) {
+	for _, name := range []string{"http-a", "http-b"} {
+		node := nodes[0]
+		if name == "http-b" {
+			node = nodes[1]
+		}
+		pod := webPod(name, node, "http")
+		runPod(ctx, t, client, pod)
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+		if _, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addresses := []string{serverMachine, agentMachine}
+
+	t.Run("an Ingress, at every node's port 80", func(t *testing.T) {
+		kubectl(t, srv, "create", "ingress", "web", "--rule=web.example/*=http-b:80")
+		for _, addr := range addresses {
+			waitHTTP(t, "http://"+addr+"/", "web.example", nil, 200, "hello from http-b")
+		}
+		waitHTTP(t, "http://"+serverMachine+"/", "other.example", nil, 404, "")
+		eventually(t, time.Minute, "the Ingress's status has the nodes' addresses", func(ctx context.Context) (bool, string) {
+			ing, err := client.NetworkingV1().Ingresses(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var ips []string
+			for _, i := range ing.Status.LoadBalancer.Ingress {
+				ips = append(ips, i.IP)
+			}
+			return slices.Equal(ips, addresses), fmt.Sprint(ips)
+		})
+	})
+
+	t.Run("an Ingress's TLS, with its Secret's certificate", func(t *testing.T) {
+		certPEM, keyPEM := selfSignedFor(t, "secure.example")
+		if _, err := client.CoreV1().Secrets(metav1.NamespaceDefault).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "secure-tls"},
+			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kubectl(t, srv, "create", "ingress", "secure", "--rule=secure.example/*=http-a:80,tls=secure-tls")
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(certPEM)
+		for _, addr := range addresses {
+			waitHTTP(t, "https://"+addr+"/", "secure.example", &tls.Config{RootCAs: roots, ServerName: "secure.example"}, 200, "hello from http-a")
+		}
+	})
+
+	t.Run("a Gateway and its HTTPRoute", func(t *testing.T) {
+		config, err := srv.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw := gatewayclient.NewForConfigOrDie(config).GatewayV1()
+		g := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: metav1.NamespaceDefault},
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "kubeboot", Listeners: []gatewayv1.Listener{{Name: "http", Port: 8081, Protocol: gatewayv1.HTTPProtocolType}}}}
+		if _, err := gw.Gateways(g.Namespace).Create(ctx, g, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		route := func(name, service, path string) *gatewayv1.HTTPRoute {
+			return &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+				Spec: gatewayv1.HTTPRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "apps"}}},
+					Hostnames: []gatewayv1.Hostname{"app.example"},
+					Rules: []gatewayv1.HTTPRouteRule{{Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Value: ptr.To(path)}}},
+						BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+							Name: gatewayv1.ObjectName(service), Port: ptr.To(gatewayv1.PortNumber(80))}}}}}}}}
+		}
+		for _, r := range []*gatewayv1.HTTPRoute{route("app", "http-a", "/"), route("missing", "no-such-service", "/missing")} {
+			if _, err := gw.HTTPRoutes(r.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, time.Minute, "the Gateway Programmed at the nodes' addresses", func(ctx context.Context) (bool, string) {
+			g, err := gw.Gateways(metav1.NamespaceDefault).Get(ctx, "apps", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var addrs []string
+			for _, a := range g.Status.Addresses {
+				addrs = append(addrs, a.Value)
+			}
+			return meta.IsStatusConditionTrue(g.Status.Conditions, "Programmed") && slices.Equal(addrs, addresses), fmt.Sprint(g.Status)
+		})
+		for _, addr := range addresses {
+			waitHTTP(t, "http://"+net.JoinHostPort(addr, "8081")+"/", "app.example", nil, 200, "hello from http-a")
+		}
+		eventually(t, time.Minute, "the route to a missing Service: ResolvedRefs False, BackendNotFound", func(ctx context.Context) (bool, string) {
+			r, err := gw.HTTPRoutes(metav1.NamespaceDefault).Get(ctx, "missing", metav1.GetOptions{})
+			if err != nil || len(r.Status.Parents) == 0 {
+				return false, fmt.Sprint(err)
+			}
+			c := meta.FindStatusCondition(r.Status.Parents[0].Conditions, "ResolvedRefs")
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "BackendNotFound", fmt.Sprint(r.Status.Parents)
+		})
+		waitHTTP(t, "http://"+net.JoinHostPort(serverMachine, "8081")+"/missing", "app.example", nil, 500, "")
+	})
+}
+
+// waitHTTP waits until a request to url with host answers code (and, if
+// set, body).
+func waitHTTP(t *testing.T, url, host string, tlsConfig *tls.Config, code int, body string) {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	eventually(t, time.Minute, fmt.Sprintf("%s (Host %s) answers %d %q", url, host, code, body), func(ctx context.Context) (bool, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got := strings.TrimSpace(string(b))
+		return resp.StatusCode == code && (body == "" || got == body), fmt.Sprintf("%d %q", resp.StatusCode, got)
+	})
+}
+
+// selfSignedFor is a certificate for host and its key, PEM.
+func selfSignedFor(t *testing.T, host string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true, IsCA: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
