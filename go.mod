@@ -47,6 +47,7 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/gateway-api v1.6.3
+	sigs.k8s.io/gateway-api/conformance v1.6.3
 	sigs.k8s.io/knftables v0.0.22
 	sigs.k8s.io/kwok v0.8.0
 	sigs.k8s.io/metrics-server v0.9.0

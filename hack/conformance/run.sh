@@ -17,8 +17,11 @@
 # generated NetworkPolicy cases (test/netpol) on a cluster of their own,
 # after the specs if FOCUS or LABELS chooses any, else alone: all, ci, or
 # cyclonus's tags, a tag after "-" leaving its cases out (all,-multi-peer);
-# their report goes to REPORT_DIR/netpol. CONFORMANCE_CACHE keeps the
-# build (default ~/.cache/kubeboot/conformance).
+# their report goes to REPORT_DIR/netpol. GATEWAY_API runs the Gateway
+# API's conformance suite (test/gatewayapi) on a cluster of its own, after
+# the others if any is asked for, else alone: its profiles, comma-separated
+# (GATEWAY-HTTP); its ConformanceReport goes to REPORT_DIR/gateway-api.
+# CONFORMANCE_CACHE keeps the build (default ~/.cache/kubeboot/conformance).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -44,7 +47,7 @@ fi
 mkdir -p "$report" "$cache"
 echo "report: $report (progress: tail -f $report/*/e2e.log)"
 status=0
-if [ -n "${LABELS:-}${FOCUS:-}" ] || [ -z "${NETPOL:-}" ]; then
+if [ -n "${LABELS:-}${FOCUS:-}" ] || [ -z "${NETPOL:-}${GATEWAY_API:-}" ]; then
 	args=(-conformance.report="$report" -conformance.cache="$cache")
 	if [ -n "${LABELS:-}" ]; then args+=(-conformance.labels="$LABELS"); fi
 	if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); elif [ -z "${LABELS:-}" ]; then args+=(-conformance.full); fi
@@ -58,5 +61,10 @@ if [ -n "${NETPOL:-}" ]; then
 	go test ./test/netpol -run '^TestCyclonus$' -count=1 -v -timeout 12h \
 		-args -netpol.cases="$NETPOL" -netpol.report="$report/netpol" -netpol.cache="$cache" || status=$?
 	test -f "$report/netpol/summary.md" && cat "$report/netpol/summary.md"
+fi
+if [ -n "${GATEWAY_API:-}" ]; then
+	go test ./test/gatewayapi -run '^TestGatewayAPIConformance$' -count=1 -v -timeout 12h \
+		-args -gatewayapi.profiles="$GATEWAY_API" -gatewayapi.report="$report/gateway-api" -gatewayapi.cache="$cache" || status=$?
+	test -f "$report/gateway-api/gateway-api-conformance-report.yaml" && cat "$report/gateway-api/gateway-api-conformance-report.yaml"
 fi
 exit "$status"

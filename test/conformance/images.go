@@ -47,6 +47,19 @@ const (
 // the nodes' sandbox image.
 var CyclonusImages = []string{cyclonusWorkerImage, containerruntime.DefaultPauseImage}
 
+// The images the Gateway API's conformance suite runs
+// (sigs.k8s.io/gateway-api/conformance's base and tests manifests):
+// its echo backend, by each tag the manifests name, and CoreDNS.
+const (
+	echoBasicImage = k8sRegistry + "/gateway-api/echo-basic"
+	corednsImage   = k8sRegistry + "/coredns/coredns:v1.12.2"
+)
+
+// GatewayAPIImages are the images the Gateway API's conformance suite
+// runs, and the nodes' sandbox image.
+var GatewayAPIImages = []string{echoBasicImage + ":v1.5.1", echoBasicImage + ":v1.6.0-dev.2", echoBasicImage + ":v1.6.0-dev.3",
+	corednsImage, containerruntime.DefaultPauseImage}
+
 // imageRefName is the OCI layout annotation naming an image.
 const imageRefName = "org.opencontainers.image.ref.name"
 
@@ -114,6 +127,9 @@ func imageSpecs() []imageSpec {
 		{[]string{k8sRegistry + "/pause:3.10.1"}, pause("3.10.1")},
 		// The Pods of cyclonus's NetworkPolicy cases (cyclonus.go).
 		{[]string{cyclonusWorkerImage}, (*builder).cyclonusWorker},
+		// The Gateway API conformance suite's backends (test/gatewayapi).
+		{GatewayAPIImages[:3], (*builder).echoBasic},
+		{[]string{corednsImage}, (*builder).coredns},
 	}
 }
 
@@ -191,6 +207,8 @@ var goPrograms = map[string]string{
 	"nnp":              "k8s.io/kubernetes/test/images/nonewprivs",
 	"sample-apiserver": "k8s.io/sample-apiserver",
 	"etcd":             "go.etcd.io/etcd/server/v3",
+	"echo-basic":       "sigs.k8s.io/gateway-api/conformance/echo-basic",
+	"coredns":          "github.com/kubeboot/kubeboot/test/conformance/coredns",
 }
 
 // binary returns the program name's contents, built on first use, so a
@@ -465,6 +483,18 @@ func (b *builder) sampleAPIServer() (v1.Image, error) {
 // one kubeboot embeds.
 func (b *builder) etcd() (v1.Image, error) {
 	return b.program("etcd", "/usr/local/bin/etcd", "3.7.0-0", nil, []string{"/usr/local/bin/etcd"})
+}
+
+// echoBasic is the Gateway API conformance suite's echo backend: its
+// echo-basic program, the image's entrypoint.
+func (b *builder) echoBasic() (v1.Image, error) {
+	return b.program("echo-basic", "/echo-basic", "v1.5.1", []string{"/echo-basic"}, nil)
+}
+
+// coredns is CoreDNS with the plugins the suite's Corefile names, at
+// /coredns, the image's entrypoint (upstream's).
+func (b *builder) coredns() (v1.Image, error) {
+	return b.program("coredns", "/coredns", "v1.12.2", []string{"/coredns"}, nil)
 }
 
 // pause is upstream's pause image: pause.c, static, alone, run as 65535.

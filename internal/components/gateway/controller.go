@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -416,13 +417,21 @@ func deref[T any](p *T) any {
 }
 
 // supportedFeatures are the Gateway API features the nodes serve, which
-// kubeboot's GatewayClass says.
+// kubeboot's GatewayClass says (and the Gateway API's conformance suite
+// takes as the ones to test): the core ones, and each extended one the
+// suite passes (docs/conformance.md).
 func supportedFeatures() []gatewayv1.SupportedFeature {
-	names := []string{"Gateway", "HTTPRoute", "ReferenceGrant"}
+	names := []string{"Gateway", "HTTPRoute", "ReferenceGrant",
+		"GatewayPort8080", "GatewayHTTPListenerIsolation",
+		"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
+		"HTTPRouteHostRewrite", "HTTPRoutePathRewrite", "HTTPRoutePathRedirect", "HTTPRouteSchemeRedirect", "HTTPRoutePortRedirect",
+		"HTTPRouteMethodMatching", "HTTPRouteQueryParamMatching", "HTTPRouteResponseHeaderModification",
+		"HTTPRouteParentRefPort", "HTTPRouteDestinationPortMatching", "HTTPRouteNamedRouteRule", "HTTPRouteBackendProtocolWebSocket"}
 	out := make([]gatewayv1.SupportedFeature, 0, len(names))
 	for _, n := range names {
 		out = append(out, gatewayv1.SupportedFeature{Name: gatewayv1.FeatureName(n)})
 	}
+	slices.SortFunc(out, func(a, b gatewayv1.SupportedFeature) int { return strings.Compare(string(a.Name), string(b.Name)) })
 	return out
 }
 

@@ -90,8 +90,11 @@ type listener struct {
 	namespace string
 	spec      *gatewayv1.Listener
 	status    *gatewayv1.ListenerStatus
-	valid     bool
-	cert      *dataplane.Certificate
+	// accepted: routes attach to it (its protocol is served, it conflicts
+	// with nothing, its port is free); programmed: the nodes serve it (its
+	// references resolved too).
+	accepted, programmed bool
+	cert                 *dataplane.Certificate
 }
 
 // build makes the model of s.
@@ -145,33 +148,35 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway) []*listener {
 	byPort := map[gatewayv1.PortNumber][]*listener{}
 	for i := range g.Spec.Listeners {
 		spec := &g.Spec.Listeners[i]
-		l := &listener{namespace: g.Namespace, spec: spec, status: &gatewayv1.ListenerStatus{Name: spec.Name, SupportedKinds: []gatewayv1.RouteGroupKind{}}, valid: true}
+		l := &listener{namespace: g.Namespace, spec: spec, status: &gatewayv1.ListenerStatus{Name: spec.Name, SupportedKinds: []gatewayv1.RouteGroupKind{}}}
 		ls = append(ls, l)
 		byPort[spec.Port] = append(byPort[spec.Port], l)
 	}
-	valid := 0
+	accepted, programmed := 0, 0
 	for _, l := range ls {
 		m.judgeListener(s, g, l, byPort[l.spec.Port])
-		if l.valid {
-			valid++
+		if l.accepted {
+			accepted++
+		}
+		if l.programmed {
+			programmed++
 			m.take(s, l, source)
 		}
 	}
-	programmed := valid > 0 && len(s.addresses) > 0
 	st := &gatewayv1.GatewayStatus{}
-	accepted := condition(g.Generation, gatewayv1.GatewayConditionAccepted, true, gatewayv1.GatewayReasonAccepted, "")
+	gatewayAccepted := condition(g.Generation, gatewayv1.GatewayConditionAccepted, true, gatewayv1.GatewayReasonAccepted, "")
 	switch {
 	case len(g.Spec.Addresses) > 0:
-		accepted = condition(g.Generation, gatewayv1.GatewayConditionAccepted, false, gatewayv1.GatewayReasonUnsupportedAddress,
+		gatewayAccepted = condition(g.Generation, gatewayv1.GatewayConditionAccepted, false, gatewayv1.GatewayReasonUnsupportedAddress,
 			"kubeboot's Gateways have the addresses of the nodes that serve them; spec.addresses is not supported")
-		programmed = false
-	case valid < len(ls):
-		accepted = condition(g.Generation, gatewayv1.GatewayConditionAccepted, valid > 0, gatewayv1.GatewayReasonListenersNotValid,
-			fmt.Sprintf("%d of %d listeners are not valid", len(ls)-valid, len(ls)))
+		programmed = 0
+	case accepted < len(ls):
+		gatewayAccepted = condition(g.Generation, gatewayv1.GatewayConditionAccepted, accepted > 0, gatewayv1.GatewayReasonListenersNotValid,
+			fmt.Sprintf("%d of %d listeners are not valid", len(ls)-accepted, len(ls)))
 	}
-	st.Conditions = append(st.Conditions, accepted)
+	st.Conditions = append(st.Conditions, gatewayAccepted)
 	switch {
-	case programmed:
+	case programmed > 0:
 		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, true, gatewayv1.GatewayReasonProgrammed, ""))
 		for _, a := range s.addresses {
 			st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: ptr.To(gatewayv1.IPAddressType), Value: a})
@@ -181,7 +186,7 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway) []*listener {
 			"No node serves Gateways: kubeboot's nodes (server --node, agents) serve them on their addresses; simulated nodes do not"))
 	default:
 		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, false, gatewayv1.GatewayReasonInvalid,
-			"No listener is valid"))
+			"No listener can be served"))
 	}
 	m.gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}] = st
 	return ls
@@ -190,34 +195,36 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway) []*listener {
 // judgeListener sets l's supported kinds and conditions: its protocol,
 // route kinds, certificates and conflicts with the other listeners of its
 // port (samePort, l among them) and with what holds the port elsewhere.
+// A listener whose references do not resolve still takes routes, and is
+// not programmed.
 func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, samePort []*listener) {
 	gen := g.Generation
 	var conds []metav1.Condition
-	invalid := func(t gatewayv1.ListenerConditionType, reason gatewayv1.ListenerConditionReason, msg string) {
-		l.valid = false
+	notAccepted := ""
+	refuse := func(t gatewayv1.ListenerConditionType, reason gatewayv1.ListenerConditionReason, msg string) {
+		if notAccepted == "" {
+			notAccepted = string(reason)
+		}
 		conds = append(conds, condition(gen, t, t == gatewayv1.ListenerConditionConflicted, reason, msg))
 	}
-	resolved := true
-	kindsOK := true
+	var unresolved *metav1.Condition
 	switch l.spec.Protocol {
 	case gatewayv1.HTTPProtocolType, gatewayv1.HTTPSProtocolType:
-		l.status.SupportedKinds, kindsOK = supportedKinds(l.spec.AllowedRoutes)
+		var kindsOK bool
+		if l.status.SupportedKinds, kindsOK = supportedKinds(l.spec.AllowedRoutes); !kindsOK {
+			c := condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, gatewayv1.ListenerReasonInvalidRouteKinds,
+				"A route kind in allowedRoutes is not supported: HTTPRoute is")
+			unresolved = &c
+		}
 	default:
-		invalid(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonUnsupportedProtocol,
+		refuse(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonUnsupportedProtocol,
 			fmt.Sprintf("Protocol %s is not supported: HTTP and HTTPS are", l.spec.Protocol))
 	}
-	if !kindsOK {
-		resolved = false
-		l.valid = false
-		conds = append(conds, condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, gatewayv1.ListenerReasonInvalidRouteKinds,
-			"A route kind in allowedRoutes is not supported: HTTPRoute is"))
-	}
-	if l.spec.Protocol == gatewayv1.HTTPSProtocolType && resolved {
+	if l.spec.Protocol == gatewayv1.HTTPSProtocolType && unresolved == nil {
 		cert, reason, msg := certificate(s, g, l.spec.TLS)
 		if reason != "" {
-			resolved = false
-			l.valid = false
-			conds = append(conds, condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, reason, msg))
+			c := condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, reason, msg)
+			unresolved = &c
 		}
 		l.cert = cert
 	}
@@ -226,38 +233,49 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 			continue
 		}
 		if o.spec.Protocol != l.spec.Protocol {
-			invalid(gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerReasonProtocolConflict,
+			refuse(gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerReasonProtocolConflict,
 				fmt.Sprintf("Listener %s has port %d with protocol %s", o.spec.Name, l.spec.Port, o.spec.Protocol))
 			break
 		}
 		if ptr.Deref(o.spec.Hostname, "") == ptr.Deref(l.spec.Hostname, "") {
-			invalid(gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerReasonHostnameConflict,
+			refuse(gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerReasonHostnameConflict,
 				fmt.Sprintf("Listener %s has port %d and the same hostname", o.spec.Name, l.spec.Port))
 			break
 		}
 	}
-	if l.valid {
+	if notAccepted == "" {
 		if holder := portHolder(s, m, l); holder != "" {
-			invalid(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonPortUnavailable,
+			refuse(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonPortUnavailable,
 				fmt.Sprintf("Port %d is held by %s", l.spec.Port, holder))
 		}
 	}
-	if !slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == string(gatewayv1.ListenerConditionAccepted) }) {
-		conds = append(conds, condition(gen, gatewayv1.ListenerConditionAccepted, true, gatewayv1.ListenerReasonAccepted, ""))
+	l.accepted = notAccepted == ""
+	l.programmed = l.accepted && unresolved == nil && len(s.addresses) > 0
+	has := func(t gatewayv1.ListenerConditionType) bool {
+		return slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == string(t) })
 	}
-	if !slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == string(gatewayv1.ListenerConditionConflicted) }) {
+	if !has(gatewayv1.ListenerConditionAccepted) {
+		if l.accepted {
+			conds = append(conds, condition(gen, gatewayv1.ListenerConditionAccepted, true, gatewayv1.ListenerReasonAccepted, ""))
+		} else {
+			conds = append(conds, condition(gen, gatewayv1.ListenerConditionAccepted, false, gatewayv1.ListenerReasonInvalid, "The listener conflicts"))
+		}
+	}
+	if !has(gatewayv1.ListenerConditionConflicted) {
 		conds = append(conds, condition(gen, gatewayv1.ListenerConditionConflicted, false, gatewayv1.ListenerReasonNoConflicts, ""))
 	}
-	if resolved {
+	if unresolved != nil {
+		conds = append(conds, *unresolved)
+	} else {
 		conds = append(conds, condition(gen, gatewayv1.ListenerConditionResolvedRefs, true, gatewayv1.ListenerReasonResolvedRefs, ""))
 	}
 	switch {
-	case !l.valid:
-		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, "The listener is not valid"))
-	case len(s.addresses) == 0:
+	case l.programmed:
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, true, gatewayv1.ListenerReasonProgrammed, ""))
+	case l.accepted && unresolved == nil:
 		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonPending, "No node serves Gateways yet"))
 	default:
-		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, true, gatewayv1.ListenerReasonProgrammed, ""))
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, "The listener cannot be served"))
 	}
 	l.status.Conditions = conds
 }

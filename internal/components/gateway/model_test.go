@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,8 +131,8 @@ func TestRouteAttachment(t *testing.T) {
 		reason     gatewayv1.RouteConditionReason
 		resolved   gatewayv1.RouteConditionReason
 		attached   int32
-		wantHosts  []string
-		wantStatus int // 0: the backend; 500: an invalid one
+		wantHosts  []string // the hosts served: listeners' hostnames, and the routes' hostnames within
+		wantStatus int      // 0: the backend; 500: an invalid one
 	}{
 		{name: "same namespace", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
 			route: httpRoute("app", "r", 0, parent("app", "g"), nil, ruleTo("web", 8080)), accepted: "True", reason: "Accepted",
@@ -157,11 +158,11 @@ func TestRouteAttachment(t *testing.T) {
 		{name: "hostnames intersect: the route's within the listener's wildcard", gateway: gw("app", "g", 0,
 			httpListener("http", 80, gatewayv1.NamespacesFromSame, "*.example.com")),
 			route:    httpRoute("app", "r", 0, parent("app", "g"), []string{"foo.example.com", "other.org", "example.com"}, ruleTo("web", 8080)),
-			accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{"foo.example.com"}},
+			accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{"*.example.com:foo.example.com"}},
 		{name: "hostnames intersect: the listener's within the route's wildcard", gateway: gw("app", "g", 0,
 			httpListener("http", 80, gatewayv1.NamespacesFromSame, "very.specific.com")),
 			route:    httpRoute("app", "r", 0, parent("app", "g"), []string{"*.specific.com"}, ruleTo("web", 8080)),
-			accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{"very.specific.com"}},
+			accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{"very.specific.com:very.specific.com"}},
 		{name: "no hostname intersects", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "*.example.com")),
 			route:    httpRoute("app", "r", 0, parent("app", "g"), []string{"example.com", "other.org"}, ruleTo("web", 8080)),
 			accepted: "False", reason: "NoMatchingListenerHostname", resolved: "ResolvedRefs"},
@@ -194,6 +195,11 @@ func TestRouteAttachment(t *testing.T) {
 					From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: "infra"}},
 					To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}}}})
 			}, accepted: "True", reason: "Accepted", resolved: "ResolvedRefs", attached: 1, wantHosts: []string{""}},
+		{name: "a listener whose certificate is missing takes the route, and does not serve it", gateway: gw("app", "g", 0,
+			gatewayv1.Listener{Name: "tls", Port: 443, Protocol: gatewayv1.HTTPSProtocolType,
+				TLS: &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "does-not-exist"}}}}),
+			route: httpRoute("app", "r", 0, parent("app", "g"), nil, ruleTo("web", 8080)), accepted: "True", reason: "Accepted",
+			resolved: "ResolvedRefs", attached: 1},
 		{name: "an unsupported filter", gateway: gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
 			route: func() *gatewayv1.HTTPRoute {
 				rule := ruleTo("web", 8080)
@@ -227,9 +233,13 @@ func TestRouteAttachment(t *testing.T) {
 			var routes []dataplane.Route
 			for _, p := range cfg.Ports {
 				for _, h := range p.Hosts {
-					if len(h.Routes) > 0 {
-						hosts = append(hosts, h.Hostname)
-						routes = append(routes, h.Routes...)
+					for _, r := range h.Routes {
+						name := h.Hostname
+						if len(r.Hostnames) > 0 {
+							name += ":" + strings.Join(r.Hostnames, ",")
+						}
+						hosts = append(hosts, name)
+						routes = append(routes, r)
 					}
 				}
 			}
@@ -272,11 +282,11 @@ func TestListeners(t *testing.T) {
 				s.secrets[types.NamespacedName{Namespace: "app", Name: "cert"}] = &corev1.Secret{Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}
 			}, condType: "ResolvedRefs", status: "True", reason: "ResolvedRefs", gwReason: "Accepted", programed: "True"},
 		{name: "HTTPS with a missing Secret", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, https("https", "missing"))},
-			condType: "ResolvedRefs", status: "False", reason: "InvalidCertificateRef", gwReason: "ListenersNotValid", programed: "False"},
+			condType: "ResolvedRefs", status: "False", reason: "InvalidCertificateRef", gwReason: "Accepted", programed: "False"},
 		{name: "HTTPS with a malformed Secret", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, https("https", "bad"))},
 			edit: func(s *snapshot) {
 				s.secrets[types.NamespacedName{Namespace: "app", Name: "bad"}] = &corev1.Secret{Data: map[string][]byte{"tls.crt": []byte("x"), "tls.key": key}}
-			}, condType: "ResolvedRefs", status: "False", reason: "InvalidCertificateRef", gwReason: "ListenersNotValid", programed: "False"},
+			}, condType: "ResolvedRefs", status: "False", reason: "InvalidCertificateRef", gwReason: "Accepted", programed: "False"},
 		{name: "a port a LoadBalancer Service holds", gateways: []*gatewayv1.Gateway{gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, ""))},
 			edit: func(s *snapshot) { s.heldPorts[80] = "app/lb" }, condType: "Accepted", status: "False", reason: "PortUnavailable",
 			gwReason: "ListenersNotValid", programed: "False"},

@@ -70,7 +70,7 @@ func (m *model) attach(s *snapshot, r *gatewayv1.HTTPRoute, ref gatewayv1.Parent
 	}
 	var allowed []*listener
 	for _, l := range selected {
-		if l.valid && allows(s, l, r.Namespace) {
+		if l.accepted && allows(s, l, r.Namespace) {
 			allowed = append(allowed, l)
 		}
 	}
@@ -86,14 +86,16 @@ func (m *model) attach(s *snapshot, r *gatewayv1.HTTPRoute, ref gatewayv1.Parent
 		}
 		attached = true
 		l.status.AttachedRoutes++
-		p := m.ports[int32(l.spec.Port)]
-		for _, h := range hosts {
-			hb := p.host(h)
-			if hb.certificate == nil && l.cert != nil {
-				hb.certificate = l.cert
-			}
-			m.addRules(hb, r, backends)
+		if !l.programmed {
+			continue
 		}
+		// The listener's host takes the route, on its hostnames within the
+		// listener's (none: any of the listener's).
+		var hostnames []string
+		if len(r.Spec.Hostnames) > 0 {
+			hostnames = hosts
+		}
+		m.addRules(m.ports[int32(l.spec.Port)].host(string(ptr.Deref(l.spec.Hostname, ""))), r, hostnames, backends)
 	}
 	if !attached {
 		return condition(gen, gatewayv1.RouteConditionAccepted, false, gatewayv1.RouteReasonNoMatchingListenerHostname,
@@ -102,8 +104,8 @@ func (m *model) attach(s *snapshot, r *gatewayv1.HTTPRoute, ref gatewayv1.Parent
 	return condition(gen, gatewayv1.RouteConditionAccepted, true, gatewayv1.RouteReasonAccepted, "")
 }
 
-// addRules adds r's rules to a host, each match a route.
-func (m *model) addRules(hb *hostBuilder, r *gatewayv1.HTTPRoute, backends [][]dataplane.Backend) {
+// addRules adds r's rules to a host, each match a route taking hostnames.
+func (m *model) addRules(hb *hostBuilder, r *gatewayv1.HTTPRoute, hostnames []string, backends [][]dataplane.Backend) {
 	source := r.Namespace + "/" + r.Name
 	for i, rule := range r.Spec.Rules {
 		matches := rule.Matches
@@ -112,7 +114,7 @@ func (m *model) addRules(hb *hostBuilder, r *gatewayv1.HTTPRoute, backends [][]d
 		}
 		for j, match := range matches {
 			hb.routes = append(hb.routes, sortedRoute{
-				route: dataplane.Route{Name: fmt.Sprintf("HTTPRoute %s rule %d", source, i), Match: normalize(match),
+				route: dataplane.Route{Name: fmt.Sprintf("HTTPRoute %s rule %d", source, i), Hostnames: hostnames, Match: normalize(match),
 					Filters: rule.Filters, Backends: backends[i]},
 				created: r.CreationTimestamp, source: source, index: i*1000 + j,
 			})

@@ -47,13 +47,14 @@ type Port struct {
 	Port int32 `json:"port"`
 	// TLS says the port terminates TLS: HTTPS.
 	TLS bool `json:"tls,omitempty"`
-	// Hosts are the virtual hosts. A request is served by the most
-	// specific one its host matches (an exact name, then the longest
-	// wildcard, then ""), and only by it.
+	// Hosts are the listeners' hostnames. A request is served by the
+	// most specific one its host matches (an exact name, then the longest
+	// wildcard, then ""), and only by its routes: a Gateway's listeners
+	// are isolated.
 	Hosts []Host `json:"hosts"`
 }
 
-// Host is a virtual host: the routes of the requests for a hostname.
+// Host is the listeners of a port with one hostname, and their routes.
 type Host struct {
 	// Hostname is an exact name ("foo.example.com"), a wildcard that
 	// matches one or more labels in front of its suffix
@@ -62,7 +63,10 @@ type Host struct {
 	// Certificate is presented to clients that ask for the hostname (SNI)
 	// on a TLS port; nil on a plain one.
 	Certificate *Certificate `json:"certificate,omitempty"`
-	// Routes in precedence order: the first whose match matches serves.
+	// Routes in precedence order. Of the routes whose hostnames match the
+	// request's most specifically (as Hosts are chosen; a route without
+	// hostnames takes any of the host's), the first whose match matches
+	// serves.
 	Routes []Route `json:"routes,omitempty"`
 }
 
@@ -77,6 +81,9 @@ type Route struct {
 	// Name says where the route comes from, in logs: "HTTPRoute ns/name
 	// rule 0", "Ingress ns/name".
 	Name string `json:"name"`
+	// Hostnames are the route's, within its host's (exact names or
+	// wildcards); none: any of the host's.
+	Hostnames []string `json:"hostnames,omitempty"`
 	// Match, with every default filled in (a path of type PathPrefix "/",
 	// match types Exact).
 	Match gatewayv1.HTTPRouteMatch `json:"match"`

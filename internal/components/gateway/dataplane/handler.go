@@ -69,13 +69,14 @@ func newHandler(port int32, tls bool, endpoints Endpoints, transport http.RoundT
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	routes := h.routes.Load()
+	name := requestHost(r.Host)
 	var host *hostRoutes
 	if routes != nil {
-		host = routes.lookup(r.Host)
+		host = routes.lookup(name)
 	}
 	var route *compiledRoute
 	if host != nil {
-		route = host.match(r)
+		route = host.match(name, r)
 	}
 	if route == nil {
 		http.NotFound(w, r)

@@ -69,6 +69,11 @@ func TestHandler(t *testing.T) {
 			route("wildcard", prefix("/")),
 		}},
 		{Hostname: "*.deeper.example.com", Routes: []Route{route("deeper", prefix("/"))}},
+		{Hostname: "*.iso.example", Routes: func() []Route {
+			named := route("iso-named", prefix("/named"))
+			named.Hostnames = []string{"a.iso.example"}
+			return []Route{named, route("iso-any", prefix("/any"))}
+		}()},
 		{Routes: []Route{
 			route("exact-path", exact("/exact")),
 			route("regex-path", regexPath),
@@ -95,8 +100,8 @@ func TestHandler(t *testing.T) {
 			route("default", prefix("/")),
 		}},
 	}}
-	for i := range port.Hosts[3].Routes {
-		if r := &port.Hosts[3].Routes[i]; r.Name == "no-endpoints" {
+	for i := range port.Hosts[4].Routes {
+		if r := &port.Hosts[4].Routes[i]; r.Name == "no-endpoints" {
 			r.Backends[0].Service = "empty"
 		}
 	}
@@ -125,6 +130,9 @@ func TestHandler(t *testing.T) {
 		{name: "wildcard of several labels", host: "a.b.example.com", path: "/", wantBackend: "wildcard"},
 		{name: "the longest wildcard", host: "a.deeper.example.com", path: "/", wantBackend: "deeper"},
 		{name: "a wildcard's own suffix is no match", host: "example.com", path: "/", wantBackend: "default"},
+		{name: "a route's own hostname", host: "a.iso.example", path: "/named", wantBackend: "iso-named"},
+		{name: "a route's own hostname takes its host's requests: the host's other routes do not", host: "a.iso.example", path: "/any", wantCode: 404},
+		{name: "a route without hostnames takes the host's others", host: "b.iso.example", path: "/any", wantBackend: "iso-any"},
 		{name: "exact path", host: "other.test", path: "/exact", wantBackend: "exact-path"},
 		{name: "exact path, not a prefix", host: "other.test", path: "/exact/more", wantBackend: "default"},
 		{name: "regular expression path", host: "other.test", path: "/re/42", wantBackend: "regex-path"},

@@ -18,10 +18,18 @@ type portRoutes struct {
 	any       *hostRoutes
 }
 
-// hostRoutes are a Host's routes, their regular expressions compiled.
+// hostRoutes are a Host's routes, their regular expressions compiled,
+// grouped by the hostnames they take, each group in precedence order.
 type hostRoutes struct {
-	host   *Host
-	routes []compiledRoute
+	host      *Host
+	exact     map[string][]*compiledRoute
+	wildcards []hostnameRoutes // longest suffix first
+	any       []*compiledRoute // the routes without hostnames
+}
+
+type hostnameRoutes struct {
+	suffix string // ".example.com"
+	routes []*compiledRoute
 }
 
 type compiledRoute struct {
@@ -38,15 +46,33 @@ func compile(p *Port) (*portRoutes, []error) {
 	var errs []error
 	for i := range p.Hosts {
 		h := &p.Hosts[i]
-		hr := &hostRoutes{host: h}
+		hr := &hostRoutes{host: h, exact: map[string][]*compiledRoute{}}
+		wildcards := map[string]int{}
 		for j := range h.Routes {
 			cr, err := compileRoute(&h.Routes[j])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", h.Routes[j].Name, err))
 				continue
 			}
-			hr.routes = append(hr.routes, cr)
+			if len(cr.Hostnames) == 0 {
+				hr.any = append(hr.any, &cr)
+			}
+			for _, name := range cr.Hostnames {
+				switch name = strings.ToLower(name); {
+				case strings.HasPrefix(name, "*."):
+					k, ok := wildcards[name]
+					if !ok {
+						k = len(hr.wildcards)
+						wildcards[name] = k
+						hr.wildcards = append(hr.wildcards, hostnameRoutes{suffix: name[1:]})
+					}
+					hr.wildcards[k].routes = append(hr.wildcards[k].routes, &cr)
+				default:
+					hr.exact[name] = append(hr.exact[name], &cr)
+				}
+			}
 		}
+		slices.SortStableFunc(hr.wildcards, func(a, b hostnameRoutes) int { return len(b.suffix) - len(a.suffix) })
 		switch name := strings.ToLower(h.Hostname); {
 		case name == "" || name == "*":
 			pr.any = hr
@@ -93,14 +119,18 @@ func compileRoute(r *Route) (compiledRoute, error) {
 	return cr, nil
 }
 
-// lookup is the virtual host of a request for host (its port left out):
-// an exact name, else the longest wildcard whose suffix it has (with at
-// least one label in front), else the host for any; nil if none.
-func (pr *portRoutes) lookup(host string) *hostRoutes {
+// requestHost is a request's host, its port left out, in lower case.
+func requestHost(host string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+// lookup is the Host of a request for host (requestHost): an exact name,
+// else the longest wildcard whose suffix it has (with at least one label
+// in front), else the host for any; nil if none.
+func (pr *portRoutes) lookup(host string) *hostRoutes {
 	if hr, ok := pr.exact[host]; ok {
 		return hr
 	}
@@ -113,11 +143,22 @@ func (pr *portRoutes) lookup(host string) *hostRoutes {
 	return pr.any
 }
 
-// match is the first of the host's routes that matches r.
-func (hr *hostRoutes) match(r *http.Request) *compiledRoute {
-	for i := range hr.routes {
-		if hr.routes[i].matches(r) {
-			return &hr.routes[i]
+// match is the first route that matches r of those whose hostnames match
+// r's host (requestHost) most specifically.
+func (hr *hostRoutes) match(host string, r *http.Request) *compiledRoute {
+	routes, ok := hr.exact[host]
+	if !ok {
+		routes = hr.any
+		for _, w := range hr.wildcards {
+			if len(host) > len(w.suffix) && strings.HasSuffix(host, w.suffix) {
+				routes = w.routes
+				break
+			}
+		}
+	}
+	for _, cr := range routes {
+		if cr.matches(r) {
+			return cr
 		}
 	}
 	return nil

@@ -1,0 +1,140 @@
+// Package gatewayapi runs the Gateway API's own conformance suite
+// (sigs.k8s.io/gateway-api/conformance v1.6.3, unmodified) against a
+// two-node kubeboot cluster of network namespaces, `server --node` and an
+// agent (test/conformance's Run), whose GatewayClass kubeboot serves
+// Gateways on the nodes' addresses; the suite's backends are built on the
+// machine (test/conformance's BuildImages).
+package gatewayapi
+
+import (
+	"context"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/apis/v1alpha2"
+	"sigs.k8s.io/gateway-api/apis/v1alpha3"
+	"sigs.k8s.io/gateway-api/apis/v1beta1"
+	xv1alpha1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
+	gatewayconformance "sigs.k8s.io/gateway-api/conformance"
+	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
+	"sigs.k8s.io/gateway-api/conformance/utils/config"
+	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	"sigs.k8s.io/gateway-api/pkg/features"
+
+	"github.com/kubeboot/kubeboot/test/conformance"
+	"github.com/kubeboot/kubeboot/test/harness"
+)
+
+var (
+	profiles = flag.String("gatewayapi.profiles", "",
+		"the conformance profiles to run, comma-separated (GATEWAY-HTTP, ...); default: CI's slice, GATEWAY-HTTP's core tests")
+	reportDir = flag.String("gatewayapi.report", "",
+		"directory for the suite's ConformanceReport (default: the test's temporary directory, removed after)")
+	cacheDir = flag.String("gatewayapi.cache", "",
+		"directory keeping the build (Debian's packages, the programs) between runs (default: the test's temporary directory)")
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+// cluster is conformance.ServerAndAgent's shape, its nodes named apart
+// from the other suites' (the nodes' cgroup roots are named after them),
+// whose packages go test may run at the same time.
+var cluster = conformance.Shape{ServerNode: "gateway-a", Agents: []conformance.Machine{{IP: "198.51.100.2", Node: "gateway-b"}}}
+
+// knownFailures are the core tests kubeboot does not pass, each with why
+// (docs/conformance.md); CI's slice leaves them out, a run of whole
+// profiles runs them.
+var knownFailures = []string{
+	// Two Gateways on one port, each with its own route for "/": the
+	// requests to each Gateway's address must reach its own route, and
+	// kubeboot's Gateways share the nodes' addresses (an address per
+	// Gateway needs an address pool and its announcement).
+	"HTTPRouteMultipleGateways",
+}
+
+// TestGatewayAPIConformance runs the suite on kubeboot's GatewayClass:
+// CI's slice is the GATEWAY-HTTP profile's core tests (the features the
+// class says it supports); -gatewayapi.profiles runs whole profiles and
+// writes the suite's ConformanceReport to -gatewayapi.report.
+func TestGatewayAPIConformance(t *testing.T) {
+	conformance.Run(t, cluster, build, func(ctx context.Context, t *testing.T, c *conformance.Cluster) {
+		opts := options(t, c)
+		start := time.Now()
+		gatewayconformance.RunConformanceWithOptions(t, opts)
+		t.Logf("the suite ran in %s; its report: %s", time.Since(start).Round(time.Second), opts.ReportOutputPath)
+	})
+}
+
+// options are the suite's: clients of the cluster's admin, kubeboot's
+// GatewayClass, the profiles asked for (or CI's), the report's path.
+func options(t *testing.T, c *conformance.Cluster) suite.ConformanceOptions {
+	log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, install := range []func(*runtime.Scheme) error{v1alpha3.Install, v1alpha2.Install, v1beta1.Install, gatewayv1.Install, xv1alpha1.Install, apiextensionsv1.AddToScheme} {
+		if err := install(cl.Scheme()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := clientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := suite.ConformanceOptions{
+		ConfigurableOptions: suite.ConfigurableOptions{
+			GatewayClassName:     "kubeboot",
+			CleanupBaseResources: true,
+			CleanupTestResources: true,
+			TimeoutConfig:        config.DefaultTimeoutConfig(),
+			ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
+			ReportOutputPath:     filepath.Join(c.Report, "gateway-api-conformance-report.yaml"),
+			Implementation: confv1.Implementation{Organization: "kubeboot", Project: "kubeboot", URL: "https://github.com/kubeboot/kubeboot",
+				Version: "main", Contact: []string{"https://github.com/kubeboot/kubeboot/issues"}},
+		},
+		Client: cl, Clientset: cs, RestConfig: cfg, ManifestFS: []fs.FS{&gatewayconformance.Manifests},
+	}
+	if *profiles != "" {
+		opts.ConformanceProfiles = nil
+		for _, p := range strings.Split(*profiles, ",") {
+			opts.ConformanceProfiles = append(opts.ConformanceProfiles, suite.ConformanceProfileName(p))
+		}
+	} else {
+		// CI's slice: the core features only, whatever the class supports
+		// besides.
+		opts.SupportedFeatures = sets.New(features.SupportGateway, features.SupportHTTPRoute, features.SupportReferenceGrant).UnsortedList()
+		opts.SkipTests = knownFailures
+	}
+	return opts
+}
+
+// build builds the images the suite's manifests run.
+func build(ctx context.Context, t *testing.T) conformance.Artifacts {
+	work := conformance.BuildDir(t, *cacheDir)
+	start := time.Now()
+	layout, err := conformance.BuildImages(ctx, conformance.ModuleRoot(t), filepath.Join(work, "images"), conformance.GatewayAPIImages, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the suite's images built in %s", time.Since(start).Round(time.Second))
+	return conformance.Artifacts{Report: *reportDir, Layout: layout}
+}
