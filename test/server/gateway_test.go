@@ -2,16 +2,10 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"slices"
@@ -28,6 +22,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -73,7 +68,11 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 	})
 
 	t.Run("an Ingress's TLS, with its Secret's certificate", func(t *testing.T) {
-		certPEM, keyPEM := selfSignedFor(t, "secure.example")
+		kp, err := pki.NewSelfSigned(pki.ServingSpec{CommonName: "secure.example", DNSNames: []string{"secure.example"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		certPEM, keyPEM := kp.CertPEM, kp.KeyPEM
 		if _, err := client.CoreV1().Secrets(metav1.NamespaceDefault).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "secure-tls"},
 			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -156,25 +155,4 @@ func waitHTTP(t *testing.T, url, host string, tlsConfig *tls.Config, code int, b
 		got := strings.TrimSpace(string(b))
 		return resp.StatusCode == code && (body == "" || got == body), fmt.Sprintf("%d %q", resp.StatusCode, got)
 	})
-}
-
-// selfSignedFor is a certificate for host and its key, PEM.
-func selfSignedFor(t *testing.T, host string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true, IsCA: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }

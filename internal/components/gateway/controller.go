@@ -55,6 +55,9 @@ type controller struct {
 	// and generation its generation.
 	published  []byte
 	generation int64
+	// defaultCertificate is the Ingresses' default certificate, read (or
+	// made) at the first pass that needs it.
+	defaultCertificate *dataplane.Certificate
 }
 
 func newController(opts Options, kube kubernetes.Interface, gw gatewayclient.Interface) *controller {
@@ -255,9 +258,12 @@ func (c *controller) snapshot(ctx context.Context) (*snapshot, error) {
 		if s.ingresses, err = c.kubeF.Networking().V1().Ingresses().Lister().List(labels.Everything()); err != nil {
 			return nil, err
 		}
-		if s.defaultCertificate, err = ensureDefaultCertificate(ctx, c.kube); err != nil {
-			return nil, err
+		if c.defaultCertificate == nil {
+			if c.defaultCertificate, err = ensureDefaultCertificate(ctx, c.kube); err != nil {
+				return nil, err
+			}
 		}
+		s.defaultCertificate = c.defaultCertificate
 	}
 	return s, nil
 }
@@ -300,7 +306,7 @@ func (c *controller) writeStatuses(ctx context.Context, m *model) error {
 		if err != nil {
 			continue
 		}
-		errs = append(errs, c.writeClass(ctx, class, conds))
+		errs = append(errs, writeClass(ctx, c.gw, class, conds))
 	}
 	for nn, st := range m.gateways {
 		g, err := gv.Gateways().Lister().Gateways(nn.Namespace).Get(nn.Name)
@@ -338,7 +344,9 @@ func merged(conds []metav1.Condition, want []metav1.Condition) []metav1.Conditio
 	return slices.DeleteFunc(out, func(c metav1.Condition) bool { return !keep[c.Type] })
 }
 
-func (c *controller) writeClass(ctx context.Context, class *gatewayv1.GatewayClass, conds []metav1.Condition) error {
+// writeClass writes class's conditions and the features the nodes serve,
+// when they differ from its status.
+func writeClass(ctx context.Context, gw gatewayclient.Interface, class *gatewayv1.GatewayClass, conds []metav1.Condition) error {
 	st := class.Status.DeepCopy()
 	st.Conditions = merged(st.Conditions, conds)
 	st.SupportedFeatures = supportedFeatures()
@@ -347,7 +355,7 @@ func (c *controller) writeClass(ctx context.Context, class *gatewayv1.GatewayCla
 	}
 	class = class.DeepCopy()
 	class.Status = *st
-	_, err := c.gw.GatewayV1().GatewayClasses().UpdateStatus(ctx, class, metav1.UpdateOptions{})
+	_, err := gw.GatewayV1().GatewayClasses().UpdateStatus(ctx, class, metav1.UpdateOptions{})
 	return ignoreNotFound(err)
 }
 
@@ -437,9 +445,8 @@ func supportedFeatures() []gatewayv1.SupportedFeature {
 
 // updateClassStatus says the GatewayClass is accepted, at install.
 func updateClassStatus(ctx context.Context, gw gatewayclient.Interface, class *gatewayv1.GatewayClass) error {
-	c := &controller{gw: gw}
 	m := build(&snapshot{classes: []*gatewayv1.GatewayClass{class}})
-	return c.writeClass(ctx, class, m.classes[class.Name])
+	return writeClass(ctx, gw, class, m.classes[class.Name])
 }
 
 func joinErrors(errs []error) error {

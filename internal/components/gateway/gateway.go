@@ -32,8 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -151,14 +150,8 @@ func New(opts Options, election componentbaseconfig.LeaderElectionConfiguration)
 // Name implements controlplane.Component.
 func (*Component) Name() string { return "gateway" }
 
-// Complete implements controlplane.Component: it reads the CRDs of its
-// channel.
+// Complete implements controlplane.Component.
 func (c *Component) Complete(controlplane.Settings) (controlplane.Needs, error) {
-	if c.opts.Gateway {
-		if err := c.readCRDs(); err != nil {
-			return controlplane.Needs{}, err
-		}
-	}
 	return controlplane.Needs{
 		User:    User,
 		Grant:   grant,
@@ -241,6 +234,11 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 // of what is served, and removes the classes of what is not.
 func (c *Component) install(ctx context.Context, config *rest.Config, kube kubernetes.Interface, gw gatewayclient.Interface) error {
 	if c.opts.Gateway {
+		// Read here, once the server is ready, not before it starts:
+		// they are ~1 MB of YAML.
+		if err := c.readCRDs(); err != nil {
+			return err
+		}
 		ext, err := apiextensionsclient.NewForConfig(config)
 		if err != nil {
 			return err
@@ -341,14 +339,13 @@ func removeIngressClass(ctx context.Context, kube kubernetes.Interface) error {
 func (c *Component) work(kube kubernetes.Interface, gw gatewayclient.Interface) []cache.ListerWatcherWithContext {
 	var lws []cache.ListerWatcherWithContext
 	if c.opts.Gateway {
-		gateways := gw.GatewayV1().Gateways("")
-		classes := gw.GatewayV1().GatewayClasses()
 		notOurs := func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name!=" + ClassName }
-		lws = append(lws, listWatch(gateways.List, gateways.Watch, nil), listWatch(classes.List, classes.Watch, notOurs))
+		v1 := gw.GatewayV1().RESTClient()
+		lws = append(lws, cache.NewListWatchFromClient(v1, "gateways", "", fields.Everything()),
+			cache.NewFilteredListWatchFromClient(v1, "gatewayclasses", "", notOurs))
 	}
 	if c.opts.Ingress != nil {
-		ingresses := kube.NetworkingV1().Ingresses("")
-		lws = append(lws, listWatch(ingresses.List, ingresses.Watch, nil))
+		lws = append(lws, cache.NewListWatchFromClient(kube.NetworkingV1().RESTClient(), "ingresses", "", fields.Everything()))
 	}
 	return lws
 }
@@ -396,22 +393,4 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-// listWatch is a list-watch of list and watch, its options tweaked.
-func listWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), tweak func(*metav1.ListOptions)) cache.ListerWatcherWithContext {
-	if tweak == nil {
-		tweak = func(*metav1.ListOptions) {}
-	}
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			tweak(&o)
-			return list(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			tweak(&o)
-			return watchFn(ctx, o)
-		},
-	}
 }

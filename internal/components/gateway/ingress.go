@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -136,8 +135,7 @@ func addIngress(s *snapshot, p *portBuilder, ing *networkingv1.Ingress) {
 			p.host(host).routes = append(p.host(host).routes, sortedRoute{
 				route: dataplane.Route{Name: name + " default backend", Match: normalize(gatewayv1.HTTPRouteMatch{}),
 					Backends: ingressBackend(s, ing.Namespace, *d)},
-				// After every path of the host: the latest of all.
-				created: metav1.Unix(1<<40, 0), source: source, index: 1 << 30,
+				created: ing.CreationTimestamp, source: source, fallback: true,
 			})
 		}
 	}

@@ -82,6 +82,9 @@ type sortedRoute struct {
 	created metav1.Time
 	source  string
 	index   int
+	// fallback routes (an Ingress's default backend) come after every
+	// other route of their host.
+	fallback bool
 }
 
 // listener is a Gateway's listener as the model judges it.
@@ -160,7 +163,7 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway) []*listener {
 		}
 		if l.programmed {
 			programmed++
-			m.take(s, l, source)
+			m.take(l, source)
 		}
 	}
 	st := &gatewayv1.GatewayStatus{}
@@ -294,7 +297,7 @@ func portHolder(s *snapshot, m *model, l *listener) string {
 }
 
 // take gives a valid listener's port and hosts to the nodes' Config.
-func (m *model) take(_ *snapshot, l *listener, source string) {
+func (m *model) take(l *listener, source string) {
 	p := m.port(int32(l.spec.Port), l.spec.Protocol == gatewayv1.HTTPSProtocolType, source)
 	if l.cert != nil {
 		h := p.host(ptr.Deref((*string)(l.spec.Hostname), ""))
@@ -439,12 +442,19 @@ func (m *model) config(generation int64) *dataplane.Config {
 	return c
 }
 
-// precedence orders a host's routes as the Gateway API says: an exact
+// precedence orders a host's routes as the Gateway API says, fallbacks
+// last: an exact
 // path first, then a regular expression's, then the longest prefix; then
 // a method match; then the most header matches, then the most query
 // parameter matches; then the oldest source, its namespace and name, and
 // its rule's place.
 func precedence(a, b sortedRoute) int {
+	if a.fallback != b.fallback {
+		if b.fallback {
+			return -1
+		}
+		return 1
+	}
 	pa, pb := a.route.Match.Path, b.route.Match.Path
 	rank := func(p *gatewayv1.HTTPPathMatch) int {
 		switch ptr.Deref(p.Type, gatewayv1.PathMatchPathPrefix) {

@@ -1,16 +1,8 @@
 package gateway
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -21,26 +13,17 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
+	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
 
 // selfSigned is a certificate and key for host, PEM.
 func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	kp, err := pki.NewSelfSigned(pki.ServingSpec{CommonName: host, DNSNames: []string{host}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	return kp.CertPEM, kp.KeyPEM
 }
 
 func meta0(ns, name string, age int) metav1.ObjectMeta {
@@ -72,6 +55,13 @@ func httpRoute(ns, name string, age int, parent gatewayv1.ParentReference, hostn
 	}
 	r.Spec.Rules = rules
 	return r
+}
+
+// routeToAppWeb is a route in namespace infra whose backend is the Service app/web.
+func routeToAppWeb() *gatewayv1.HTTPRoute {
+	rule := ruleTo("web", 8080)
+	rule.BackendRefs[0].Namespace = ptr.To(gatewayv1.Namespace("app"))
+	return httpRoute("infra", "r", 0, parent("infra", "g"), nil, rule)
 }
 
 func parent(ns, name string) gatewayv1.ParentReference {
@@ -179,17 +169,9 @@ func TestRouteAttachment(t *testing.T) {
 				return httpRoute("app", "r", 0, parent("app", "g"), nil, rule)
 			}(), accepted: "True", reason: "Accepted", resolved: "InvalidKind", attached: 1, wantHosts: []string{""}, wantStatus: 500},
 		{name: "another namespace's Service without a grant", gateway: gw("infra", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromAll, "")),
-			route: func() *gatewayv1.HTTPRoute {
-				rule := ruleTo("web", 8080)
-				rule.BackendRefs[0].Namespace = ptr.To(gatewayv1.Namespace("app"))
-				return httpRoute("infra", "r", 0, parent("infra", "g"), nil, rule)
-			}(), accepted: "True", reason: "Accepted", resolved: "RefNotPermitted", attached: 1, wantHosts: []string{""}, wantStatus: 500},
+			route: routeToAppWeb(), accepted: "True", reason: "Accepted", resolved: "RefNotPermitted", attached: 1, wantHosts: []string{""}, wantStatus: 500},
 		{name: "another namespace's Service with a grant", gateway: gw("infra", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromAll, "")),
-			route: func() *gatewayv1.HTTPRoute {
-				rule := ruleTo("web", 8080)
-				rule.BackendRefs[0].Namespace = ptr.To(gatewayv1.Namespace("app"))
-				return httpRoute("infra", "r", 0, parent("infra", "g"), nil, rule)
-			}(),
+			route: routeToAppWeb(),
 			edit: func(s *snapshot) {
 				s.grants = append(s.grants, &gatewayv1.ReferenceGrant{ObjectMeta: meta0("app", "grant", 0), Spec: gatewayv1.ReferenceGrantSpec{
 					From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: "infra"}},

@@ -232,16 +232,10 @@ func prefixMatches(prefix, path string) bool {
 // replacement, as ReplacePrefixMatch does: /foo with /bar makes /foo/baz
 // /bar/baz, and with / makes /foo/baz /baz and /foo /.
 func replacePrefix(path, prefix, replacement string) string {
-	prefix = strings.TrimRight(prefix, "/")
-	rest := strings.TrimPrefix(path, prefix)
+	rest := strings.TrimPrefix(path, strings.TrimRight(prefix, "/"))
 	replacement = strings.TrimRight(replacement, "/")
-	switch {
-	case rest == "" || rest == "/":
-		if replacement == "" {
-			return "/"
-		}
-		return replacement + rest
-	default:
-		return replacement + rest
+	if replacement == "" && (rest == "" || rest == "/") {
+		return "/"
 	}
+	return replacement + rest
 }

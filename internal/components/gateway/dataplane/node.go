@@ -18,9 +18,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -65,17 +63,7 @@ func Run(ctx context.Context, n Node) error {
 	byName := func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", SecretName).String()
 	}
-	secrets := n.Client.CoreV1().Secrets(Namespace)
-	if err := presence.Wait(ctx, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			byName(&o)
-			return secrets.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			byName(&o)
-			return secrets.Watch(ctx, o)
-		},
-	}); err != nil {
+	if err := presence.Wait(ctx, cache.NewFilteredListWatchFromClient(n.Client.CoreV1().RESTClient(), "secrets", Namespace, byName)); err != nil {
 		return nil
 	}
 
