@@ -20,7 +20,7 @@
 # their report goes to REPORT_DIR/netpol. GATEWAY_API runs the Gateway
 # API's conformance suite (test/gatewayapi) on a cluster of its own, after
 # the others if any is asked for, else alone: its profiles, comma-separated
-# (GATEWAY-HTTP); its ConformanceReport goes to REPORT_DIR/gateway-api.
+# (GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS); its ConformanceReport goes to REPORT_DIR/gateway-api.
 # CONFORMANCE_CACHE keeps the build (default ~/.cache/kubeboot/conformance).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -228,6 +228,12 @@ func TestBadServerFlags(t *testing.T) {
 		{"cluster DNS port out of range", []string{"--cluster-dns-port=70000"}, "--cluster-dns-port"},
 		{"cluster DNS upstream not an address", []string{"--cluster-dns-upstream=dns.example"}, "--cluster-dns-upstream"},
 		{"piece to disable neither built in nor a file name", []string{"--disable=charts/traefik"}, "--disable"},
+		// Traffic in.
+		{"Gateways' address range neither a prefix nor a range", []string{"--gateway-addresses=ten"}, "--gateway-addresses"},
+		{"Gateways' address range backwards", []string{"--gateway-addresses=198.51.100.120-198.51.100.100"}, "--gateway-addresses"},
+		{"Gateway API channel unknown", []string{"--gateway-api-channel=beta"}, "--gateway-api-channel"},
+		{"Ingress port out of range", []string{"--ingress-http-port=70000"}, "--ingress-http-port"},
+		{"Ingress ports the same", []string{"--ingress-http-port=8443", "--ingress-https-port=8443"}, "--ingress-http-port"},
 		// metrics-server.
 		{"unknown metrics-server flag", []string{"--metrics-server-arg=--no-such-flag=1"}, "--metrics-server-arg"},
 		{"metrics-server flag not forwarded", []string{"--metrics-server-arg=--kubeconfig=/tmp/k"}, "--metrics-server-arg"},

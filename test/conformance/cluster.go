@@ -37,6 +37,8 @@ type Shape struct {
 	ServerNode string
 	// Agents are the agents' machines, on a veth pair each.
 	Agents []Machine
+	// ServerArgs are the server's flags besides the run's own.
+	ServerArgs []string
 }
 
 // Machine is an agent's machine: its address and its node's name.
@@ -216,7 +218,7 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 			"--advertise-address", serverMachine, "--private-registry="+registries)
 		args = append(args, cgroups...)
 	}
-	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, args...)
+	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, append(args, sh.ServerArgs...)...)
 	harness.HandOverToken(t, dataDir, tokenFile)
 	client := srv.MustClient(t)
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {

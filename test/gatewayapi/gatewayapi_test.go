@@ -2,8 +2,8 @@
 // (sigs.k8s.io/gateway-api/conformance v1.6.3, unmodified) against a
 // two-node kubeboot cluster of network namespaces, `server --node` and an
 // agent (test/conformance's Run), whose GatewayClass kubeboot serves
-// Gateways on the nodes' addresses; the suite's backends are built on the
-// machine (test/conformance's BuildImages).
+// Gateways at addresses of their own the nodes hold; the suite's backends
+// are built on the machine (test/conformance's BuildImages).
 package gatewayapi
 
 import (
@@ -41,7 +41,7 @@ import (
 
 var (
 	profiles = flag.String("gatewayapi.profiles", "",
-		"the conformance profiles to run, comma-separated (GATEWAY-HTTP, ...); default: CI's slice, GATEWAY-HTTP's core tests")
+		"the conformance profiles to run, comma-separated (GATEWAY-HTTP, ...); default: CI's slice, the core tests of GATEWAY-HTTP, GATEWAY-GRPC and GATEWAY-TLS")
 	reportDir = flag.String("gatewayapi.report", "",
 		"directory for the suite's ConformanceReport (default: the test's temporary directory, removed after)")
 	cacheDir = flag.String("gatewayapi.cache", "",
@@ -52,24 +52,17 @@ func TestMain(m *testing.M) { harness.Main(m) }
 
 // cluster is conformance.ServerAndAgent's shape, its nodes named apart
 // from the other suites' (the nodes' cgroup roots are named after them),
-// whose packages go test may run at the same time.
-var cluster = conformance.Shape{ServerNode: "gateway-a", Agents: []conformance.Machine{{IP: "198.51.100.2", Node: "gateway-b"}}}
-
-// knownFailures are the core tests kubeboot does not pass, each with why
-// (docs/conformance.md); CI's slice leaves them out, a run of whole
-// profiles runs them.
-var knownFailures = []string{
-	// Two Gateways on one port, each with its own route for "/": the
-	// requests to each Gateway's address must reach its own route, and
-	// kubeboot's Gateways share the nodes' addresses (an address per
-	// Gateway needs an address pool and its announcement).
-	"HTTPRouteMultipleGateways",
-}
+// whose packages go test may run at the same time; each Gateway has an
+// address of its own on the machines' network, which one of the nodes
+// holds.
+var cluster = conformance.Shape{ServerNode: "gateway-a", Agents: []conformance.Machine{{IP: "198.51.100.2", Node: "gateway-b"}},
+	ServerArgs: []string{"--gateway-addresses=198.51.100.100-198.51.100.150"}}
 
 // TestGatewayAPIConformance runs the suite on kubeboot's GatewayClass:
-// CI's slice is the GATEWAY-HTTP profile's core tests (the features the
-// class says it supports); -gatewayapi.profiles runs whole profiles and
-// writes the suite's ConformanceReport to -gatewayapi.report.
+// CI's slice is the core tests of GATEWAY-HTTP, GATEWAY-GRPC and
+// GATEWAY-TLS; -gatewayapi.profiles runs whole profiles (the extended
+// features the class says it supports too) and writes the suite's
+// ConformanceReport to -gatewayapi.report.
 func TestGatewayAPIConformance(t *testing.T) {
 	conformance.Run(t, cluster, build, func(ctx context.Context, t *testing.T, c *conformance.Cluster) {
 		opts := options(t, c)
@@ -106,8 +99,13 @@ func options(t *testing.T, c *conformance.Cluster) suite.ConformanceOptions {
 			CleanupBaseResources: true,
 			CleanupTestResources: true,
 			TimeoutConfig:        config.DefaultTimeoutConfig(),
-			ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
-			ReportOutputPath:     filepath.Join(c.Report, "gateway-api-conformance-report.yaml"),
+			ConformanceProfiles: []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName,
+				suite.GatewayGRPCConformanceProfileName, suite.GatewayTLSConformanceProfileName},
+			ReportOutputPath: filepath.Join(c.Report, "gateway-api-conformance-report.yaml"),
+			// For GatewayStaticAddresses: one of the Gateways' range
+			// (ServerArgs), one outside it.
+			UsableNetworkAddresses:   []gatewayv1.GatewaySpecAddress{{Value: "198.51.100.150"}},
+			UnusableNetworkAddresses: []gatewayv1.GatewaySpecAddress{{Value: "192.0.2.1"}},
 			Implementation: confv1.Implementation{Organization: "kubeboot", Project: "kubeboot", URL: "https://github.com/kubeboot/kubeboot",
 				Version: "main", Contact: []string{"https://github.com/kubeboot/kubeboot/issues"}},
 		},
@@ -119,10 +117,10 @@ func options(t *testing.T, c *conformance.Cluster) suite.ConformanceOptions {
 			opts.ConformanceProfiles = append(opts.ConformanceProfiles, suite.ConformanceProfileName(p))
 		}
 	} else {
-		// CI's slice: the core features only, whatever the class supports
-		// besides.
-		opts.SupportedFeatures = sets.New(features.SupportGateway, features.SupportHTTPRoute, features.SupportReferenceGrant).UnsortedList()
-		opts.SkipTests = knownFailures
+		// CI's slice: the three profiles' core features only, whatever
+		// the class supports besides.
+		opts.SupportedFeatures = sets.New(features.SupportGateway, features.SupportHTTPRoute, features.SupportGRPCRoute,
+			features.SupportTLSRoute, features.SupportReferenceGrant).UnsortedList()
 	}
 	return opts
 }

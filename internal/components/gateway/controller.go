@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -131,7 +132,8 @@ func (c *controller) watch(trigger func()) error {
 	changed := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { trigger() }, UpdateFunc: func(_, _ any) { trigger() }, DeleteFunc: func(any) { trigger() }}
 	gv := c.gwF.Gateway().V1()
 	for _, inf := range []cache.SharedIndexInformer{
-		gv.GatewayClasses().Informer(), gv.Gateways().Informer(), gv.HTTPRoutes().Informer(), gv.ReferenceGrants().Informer(),
+		gv.GatewayClasses().Informer(), gv.Gateways().Informer(), gv.HTTPRoutes().Informer(), gv.GRPCRoutes().Informer(), gv.TLSRoutes().Informer(),
+		gv.ReferenceGrants().Informer(),
 		c.kubeF.Core().V1().Namespaces().Informer(), c.kubeF.Core().V1().Services().Informer(),
 		c.kubeF.Networking().V1().Ingresses().Informer(), c.tlsF.Core().V1().Secrets().Informer(),
 	} {
@@ -210,6 +212,12 @@ func (c *controller) snapshot(ctx context.Context) (*snapshot, error) {
 		if s.routes, err = gv.HTTPRoutes().Lister().List(labels.Everything()); err != nil {
 			return nil, err
 		}
+		if s.grpcRoutes, err = gv.GRPCRoutes().Lister().List(labels.Everything()); err != nil {
+			return nil, err
+		}
+		if s.tlsRoutes, err = gv.TLSRoutes().Lister().List(labels.Everything()); err != nil {
+			return nil, err
+		}
 		if s.grants, err = gv.ReferenceGrants().Lister().List(labels.Everything()); err != nil {
 			return nil, err
 		}
@@ -242,6 +250,7 @@ func (c *controller) snapshot(ctx context.Context) (*snapshot, error) {
 		if !serving(n) {
 			continue
 		}
+		s.nodes = append(s.nodes, n.Name)
 		for _, a := range lbnodes.Addresses(n) {
 			if !seen[a] {
 				seen[a] = true
@@ -250,6 +259,8 @@ func (c *controller) snapshot(ctx context.Context) (*snapshot, error) {
 		}
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
+	slices.Sort(s.nodes)
+	s.pool = c.opts.Addresses
 	for _, a := range addrs {
 		s.addresses = append(s.addresses, a.String())
 	}
@@ -306,7 +317,7 @@ func (c *controller) writeStatuses(ctx context.Context, m *model) error {
 		if err != nil {
 			continue
 		}
-		errs = append(errs, writeClass(ctx, c.gw, class, conds))
+		errs = append(errs, writeClass(ctx, c.gw, class, conds, supportedFeatures(c.opts.Addresses != nil)))
 	}
 	for nn, st := range m.gateways {
 		g, err := gv.Gateways().Lister().Gateways(nn.Namespace).Get(nn.Name)
@@ -315,10 +326,24 @@ func (c *controller) writeStatuses(ctx context.Context, m *model) error {
 		}
 		errs = append(errs, c.writeGateway(ctx, g, st))
 	}
-	routes, _ := gv.HTTPRoutes().Lister().List(labels.Everything())
-	for _, r := range routes {
-		errs = append(errs, c.writeRoute(ctx, r, m.routes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}]))
-	}
+	httpRoutes, _ := gv.HTTPRoutes().Lister().List(labels.Everything())
+	errs = append(errs, writeRoutes(ctx, m, kindHTTPRoute, httpRoutes, func(r *gatewayv1.HTTPRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
+		func(ctx context.Context, r *gatewayv1.HTTPRoute) error {
+			_, err := c.gw.GatewayV1().HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+			return err
+		})...)
+	grpcRoutes, _ := gv.GRPCRoutes().Lister().List(labels.Everything())
+	errs = append(errs, writeRoutes(ctx, m, kindGRPCRoute, grpcRoutes, func(r *gatewayv1.GRPCRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
+		func(ctx context.Context, r *gatewayv1.GRPCRoute) error {
+			_, err := c.gw.GatewayV1().GRPCRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+			return err
+		})...)
+	tlsRoutes, _ := gv.TLSRoutes().Lister().List(labels.Everything())
+	errs = append(errs, writeRoutes(ctx, m, kindTLSRoute, tlsRoutes, func(r *gatewayv1.TLSRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
+		func(ctx context.Context, r *gatewayv1.TLSRoute) error {
+			_, err := c.gw.GatewayV1().TLSRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+			return err
+		})...)
 	for nn, st := range m.ingresses {
 		ing, err := c.kubeF.Networking().V1().Ingresses().Lister().Ingresses(nn.Namespace).Get(nn.Name)
 		if err != nil || equality.Semantic.DeepEqual(ing.Status.LoadBalancer, st) {
@@ -346,10 +371,10 @@ func merged(conds []metav1.Condition, want []metav1.Condition) []metav1.Conditio
 
 // writeClass writes class's conditions and the features the nodes serve,
 // when they differ from its status.
-func writeClass(ctx context.Context, gw gatewayclient.Interface, class *gatewayv1.GatewayClass, conds []metav1.Condition) error {
+func writeClass(ctx context.Context, gw gatewayclient.Interface, class *gatewayv1.GatewayClass, conds []metav1.Condition, features []gatewayv1.SupportedFeature) error {
 	st := class.Status.DeepCopy()
 	st.Conditions = merged(st.Conditions, conds)
-	st.SupportedFeatures = supportedFeatures()
+	st.SupportedFeatures = features
 	if equality.Semantic.DeepEqual(*st, class.Status) {
 		return nil
 	}
@@ -381,10 +406,30 @@ func (c *controller) writeGateway(ctx context.Context, g *gatewayv1.Gateway, wan
 	return ignoreNotFound(err)
 }
 
-// writeRoute writes r's parents' status of kubeboot's controller, and
-// leaves other controllers' alone.
-func (c *controller) writeRoute(ctx context.Context, r *gatewayv1.HTTPRoute, want []gatewayv1.RouteParentStatus) error {
-	st := r.Status.DeepCopy()
+// writeRoutes writes, with update, the status of each route of kind
+// whose parents' statuses of kubeboot's controller differ from m's;
+// status is a route's.
+func writeRoutes[R interface {
+	metav1.Object
+	DeepCopyObject() runtime.Object
+}](ctx context.Context, m *model, kind gatewayv1.Kind, routes []R, status func(R) *gatewayv1.RouteStatus, update func(context.Context, R) error) []error {
+	var errs []error
+	for _, r := range routes {
+		parents, changed := parentStatuses(*status(r), m.routes[routeKey{kind, nameOf(r)}])
+		if !changed {
+			continue
+		}
+		r = r.DeepCopyObject().(R)
+		status(r).Parents = parents
+		errs = append(errs, ignoreNotFound(update(ctx, r)))
+	}
+	return errs
+}
+
+// parentStatuses are a route's parents' statuses, st's, with kubeboot's
+// controller's made want's (other controllers' left alone), and whether
+// they differ from st's.
+func parentStatuses(st gatewayv1.RouteStatus, want []gatewayv1.RouteParentStatus) ([]gatewayv1.RouteParentStatus, bool) {
 	var parents []gatewayv1.RouteParentStatus
 	old := map[string][]metav1.Condition{}
 	for _, p := range st.Parents {
@@ -398,14 +443,13 @@ func (c *controller) writeRoute(ctx context.Context, r *gatewayv1.HTTPRoute, wan
 		p.Conditions = merged(old[parentKey(p.ParentRef)], p.Conditions)
 		parents = append(parents, p)
 	}
-	st.Parents = parents
-	if equality.Semantic.DeepEqual(st.Parents, r.Status.Parents) || len(st.Parents) == 0 && len(r.Status.Parents) == 0 {
-		return nil
-	}
-	r = r.DeepCopy()
-	r.Status = *st
-	_, err := c.gw.GatewayV1().HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
-	return ignoreNotFound(err)
+	changed := !equality.Semantic.DeepEqual(parents, st.Parents) && (len(parents) > 0 || len(st.Parents) > 0)
+	return parents, changed
+}
+
+// nameOf is o's namespace and name.
+func nameOf(o metav1.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 }
 
 // parentKey names a parentRef.
@@ -427,14 +471,19 @@ func deref[T any](p *T) any {
 // supportedFeatures are the Gateway API features the nodes serve, which
 // kubeboot's GatewayClass says (and the Gateway API's conformance suite
 // takes as the ones to test): the core ones, and each extended one the
-// suite passes (docs/conformance.md).
-func supportedFeatures() []gatewayv1.SupportedFeature {
-	names := []string{"Gateway", "HTTPRoute", "ReferenceGrant",
+// suite passes (docs/conformance.md); static addresses with a range of
+// the Gateways' own.
+func supportedFeatures(ownAddresses bool) []gatewayv1.SupportedFeature {
+	names := []string{"Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "ReferenceGrant",
 		"GatewayPort8080", "GatewayHTTPListenerIsolation",
 		"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
 		"HTTPRouteHostRewrite", "HTTPRoutePathRewrite", "HTTPRoutePathRedirect", "HTTPRouteSchemeRedirect", "HTTPRoutePortRedirect",
 		"HTTPRouteMethodMatching", "HTTPRouteQueryParamMatching", "HTTPRouteResponseHeaderModification",
-		"HTTPRouteParentRefPort", "HTTPRouteDestinationPortMatching", "HTTPRouteNamedRouteRule", "HTTPRouteBackendProtocolWebSocket"}
+		"HTTPRouteParentRefPort", "HTTPRouteDestinationPortMatching", "HTTPRouteNamedRouteRule", "HTTPRouteBackendProtocolWebSocket",
+		"HTTPRouteBackendProtocolH2C", "GRPCRouteNamedRouteRule"}
+	if ownAddresses {
+		names = append(names, "GatewayStaticAddresses")
+	}
 	out := make([]gatewayv1.SupportedFeature, 0, len(names))
 	for _, n := range names {
 		out = append(out, gatewayv1.SupportedFeature{Name: gatewayv1.FeatureName(n)})
@@ -444,9 +493,9 @@ func supportedFeatures() []gatewayv1.SupportedFeature {
 }
 
 // updateClassStatus says the GatewayClass is accepted, at install.
-func updateClassStatus(ctx context.Context, gw gatewayclient.Interface, class *gatewayv1.GatewayClass) error {
+func updateClassStatus(ctx context.Context, gw gatewayclient.Interface, class *gatewayv1.GatewayClass, ownAddresses bool) error {
 	m := build(&snapshot{classes: []*gatewayv1.GatewayClass{class}})
-	return writeClass(ctx, gw, class, m.classes[class.Name])
+	return writeClass(ctx, gw, class, m.classes[class.Name], supportedFeatures(ownAddresses))
 }
 
 func joinErrors(errs []error) error {

@@ -79,10 +79,10 @@ const (
 
 // servedKinds are the standard channel's kinds the nodes serve, whose
 // CRDs the server installs by default: each CRD costs every server
-// memory (the four ~37 MiB of idle resident set, the channel's ten ~58:
-// docs/performance.md), so the kinds no controller of the cluster serves
-// are left to --gateway-api-channel.
-var servedKinds = []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}
+// memory and start time (docs/performance.md), so the kinds no controller
+// of the cluster serves (BackendTLSPolicy, ListenerSet, TCPRoute,
+// UDPRoute) are left to --gateway-api-channel.
+var servedKinds = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "referencegrants"}
 
 // Options are the component's flags.
 type Options struct {
@@ -95,6 +95,10 @@ type Options struct {
 	Channel string
 	// Ingress is how Ingresses are served; nil: not (--disable=ingress).
 	Ingress *IngressOptions
+	// Addresses is the range each Gateway's own address comes from, held
+	// on its network by one of the nodes (--gateway-addresses). Default:
+	// none, every Gateway has the serving nodes' addresses.
+	Addresses *dataplane.AddressRange
 }
 
 // NewOptions returns the defaults: both served, Ingresses on ports 80
@@ -107,7 +111,9 @@ func NewOptions() *Options {
 // --disable=ingress are the server's.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Channel, "gateway-api-channel", o.Channel,
-		"Install every CustomResourceDefinition of this Gateway API release channel, standard or experimental, for other controllers' kinds (default: only the kinds kubeboot's nodes serve: GatewayClass, Gateway, HTTPRoute, ReferenceGrant).")
+		"Install every CustomResourceDefinition of this Gateway API release channel, standard or experimental, for other controllers' kinds (default: only the kinds kubeboot's nodes serve: GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, ReferenceGrant).")
+	fs.Var(addressRangeValue{&o.Addresses}, "gateway-addresses",
+		"Give each Gateway an address of its own from this range, a prefix (198.51.100.96/28) or first-last (198.51.100.100-198.51.100.120) on the nodes' network, which one serving node holds and answers for (default: none, every Gateway has the nodes' own addresses, as Ingresses do).")
 	fs.Int32Var(&o.Ingress.HTTPPort, "ingress-http-port", o.Ingress.HTTPPort,
 		"The port of every node that serves Ingresses over HTTP (0: none).")
 	fs.Int32Var(&o.Ingress.HTTPSPort, "ingress-https-port", o.Ingress.HTTPSPort,
@@ -249,7 +255,7 @@ func (c *Component) install(ctx context.Context, config *rest.Config, kube kuber
 		if err := c.applyPolicies(ctx, config); err != nil {
 			return err
 		}
-		if err := ensureGatewayClass(ctx, gw); err != nil {
+		if err := ensureGatewayClass(ctx, gw, c.opts.Addresses != nil); err != nil {
 			return fmt.Errorf("GatewayClass %s: %w", ClassName, err)
 		}
 	} else if err := removeGatewayClass(ctx, gw); err != nil {
@@ -286,7 +292,7 @@ func (c *Component) applyPolicies(ctx context.Context, config *rest.Config) erro
 
 // ensureGatewayClass creates kubeboot's GatewayClass if missing, and says
 // it is accepted (its controller's status; the controller keeps it).
-func ensureGatewayClass(ctx context.Context, gw gatewayclient.Interface) error {
+func ensureGatewayClass(ctx context.Context, gw gatewayclient.Interface, ownAddresses bool) error {
 	classes := gw.GatewayV1().GatewayClasses()
 	class, err := classes.Get(ctx, ClassName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -297,7 +303,7 @@ func ensureGatewayClass(ctx context.Context, gw gatewayclient.Interface) error {
 	if err != nil || class.Spec.ControllerName != ControllerName {
 		return err
 	}
-	return updateClassStatus(ctx, gw, class)
+	return updateClassStatus(ctx, gw, class, ownAddresses)
 }
 
 // removeGatewayClass deletes kubeboot's GatewayClass, if it is kubeboot's.

@@ -51,8 +51,8 @@ func (m *model) ingressesOf(s *snapshot) {
 	for _, a := range s.addresses {
 		status.Ingress = append(status.Ingress, networkingv1.IngressLoadBalancerIngress{IP: a})
 	}
-	httpPort := m.ingressPort(s, o.HTTPPort, false)
-	httpsPort := m.ingressPort(s, o.HTTPSPort, true)
+	httpPort := m.ingressPort(s, o.HTTPPort, gatewayv1.HTTPProtocolType)
+	httpsPort := m.ingressPort(s, o.HTTPSPort, gatewayv1.HTTPSProtocolType)
 	if httpsPort != nil && s.defaultCertificate != nil {
 		if h := httpsPort.host(""); h.certificate == nil {
 			h.certificate = s.defaultCertificate
@@ -75,17 +75,19 @@ func (m *model) ingressesOf(s *snapshot) {
 
 // ingressPort is the port Ingresses are served on, nil when it is 0 or
 // held by a load balancer Service or with the other protocol.
-func (m *model) ingressPort(s *snapshot, port int32, tls bool) *portBuilder {
+func (m *model) ingressPort(s *snapshot, port int32, protocol gatewayv1.ProtocolType) *portBuilder {
 	if port == 0 {
 		return nil
 	}
 	if _, held := s.heldPorts[port]; held {
 		return nil
 	}
-	if p, ok := m.ports[port]; ok && p.tls != tls {
+	// The nodes' own addresses serve Ingresses.
+	key := portKey{port: port}
+	if p, ok := m.ports[key]; ok && p.protocol != protocol {
 		return nil
 	}
-	return m.port(port, tls, "the Ingresses")
+	return m.port(key, protocol, "the Ingresses")
 }
 
 // addIngress adds ing's rules to a port: each path a route of its host,
@@ -94,7 +96,7 @@ func (m *model) ingressPort(s *snapshot, port int32, tls bool) *portBuilder {
 func addIngress(s *snapshot, p *portBuilder, ing *networkingv1.Ingress) {
 	source := ing.Namespace + "/" + ing.Name
 	name := "Ingress " + source
-	if p.tls {
+	if p.protocol == gatewayv1.HTTPSProtocolType {
 		for _, t := range ing.Spec.TLS {
 			cert := ingressCertificate(s, ing.Namespace, t.SecretName)
 			if cert == nil {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
+	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -20,12 +22,22 @@ import (
 // ControllerName is the GatewayClass controller name kubeboot serves.
 const ControllerName gatewayv1.GatewayController = "kubeboot.io/gateway-controller"
 
-// The route kinds a listener takes.
+// The route kinds the listeners take, by protocol.
 var (
-	groupGateway   = gatewayv1.Group(gatewayv1.GroupName)
-	kindHTTPRoute  = gatewayv1.Kind("HTTPRoute")
-	httpRouteKinds = []gatewayv1.RouteGroupKind{{Group: &groupGateway, Kind: kindHTTPRoute}}
+	groupGateway  = gatewayv1.Group(gatewayv1.GroupName)
+	kindHTTPRoute = gatewayv1.Kind("HTTPRoute")
+	kindGRPCRoute = gatewayv1.Kind("GRPCRoute")
+	kindTLSRoute  = gatewayv1.Kind("TLSRoute")
+	listenerKinds = map[gatewayv1.ProtocolType][]gatewayv1.Kind{
+		gatewayv1.HTTPProtocolType:  {kindHTTPRoute, kindGRPCRoute},
+		gatewayv1.HTTPSProtocolType: {kindHTTPRoute, kindGRPCRoute},
+		gatewayv1.TLSProtocolType:   {kindTLSRoute},
+	}
 )
+
+// appProtocolH2C is a Service port's appProtocol for HTTP/2 in the clear
+// (KEP-3726's standard name).
+const appProtocolH2C = "kubernetes.io/h2c"
 
 // snapshot is what the model is built from: the objects as the informers
 // hold them.
@@ -33,6 +45,8 @@ type snapshot struct {
 	classes    []*gatewayv1.GatewayClass
 	gateways   []*gatewayv1.Gateway
 	routes     []*gatewayv1.HTTPRoute
+	grpcRoutes []*gatewayv1.GRPCRoute
+	tlsRoutes  []*gatewayv1.TLSRoute
 	grants     []*gatewayv1.ReferenceGrant
 	ingresses  []*networkingv1.Ingress
 	namespaces map[string]*corev1.Namespace
@@ -41,6 +55,11 @@ type snapshot struct {
 	// addresses are the addresses of the nodes that serve, for the
 	// Gateways' and Ingresses' status; none: nothing is programmed.
 	addresses []string
+	// nodes are the names of the nodes that serve, sorted.
+	nodes []string
+	// pool is the range of the Gateways' own addresses, if they have
+	// their own (--gateway-addresses); nil: they have the nodes'.
+	pool *dataplane.AddressRange
 	// heldPorts are the ports the load balancer Services hold on the
 	// nodes (kube-proxy leads them to their Services).
 	heldPorts map[int32]string
@@ -53,18 +72,29 @@ type snapshot struct {
 
 // model is what a snapshot makes: the nodes' Config and every status.
 type model struct {
-	ports     map[int32]*portBuilder
+	ports     map[portKey]*portBuilder
+	pool      *dataplane.AddressRange
+	announce  []dataplane.Announcement
 	classes   map[string][]metav1.Condition
 	gateways  map[types.NamespacedName]*gatewayv1.GatewayStatus
-	routes    map[types.NamespacedName][]gatewayv1.RouteParentStatus
+	routes    map[routeKey][]gatewayv1.RouteParentStatus
 	ingresses map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus
+}
+
+// portKey is a port of the nodes' own addresses (address invalid) or of
+// a Gateway's own address.
+type portKey struct {
+	address netip.Addr
+	port    int32
 }
 
 // portBuilder gathers a port's hosts and routes before they are ordered.
 type portBuilder struct {
-	tls bool
+	// protocol is its listeners': HTTP, HTTPS (TLS terminated) or TLS
+	// (passed through).
+	protocol gatewayv1.ProtocolType
 	// owner is the first Gateway (or Ingress) to hold the port: another
-	// with the other protocol may not.
+	// with another protocol may not.
 	owner string
 	hosts map[string]*hostBuilder
 }
@@ -82,6 +112,9 @@ type sortedRoute struct {
 	created metav1.Time
 	source  string
 	index   int
+	// grpc ranks a GRPCRoute's match among the others of its kind (nil:
+	// an HTTPRoute's or Ingress's).
+	grpc *grpcRank
 	// fallback routes (an Ingress's default backend) come after every
 	// other route of their host.
 	fallback bool
@@ -91,19 +124,27 @@ type sortedRoute struct {
 type listener struct {
 	// namespace is its Gateway's.
 	namespace string
-	spec      *gatewayv1.Listener
-	status    *gatewayv1.ListenerStatus
+	// address is its Gateway's own address, invalid when the Gateways
+	// have the nodes' addresses; unaddressed says why the Gateway has no
+	// address to serve at, if it has none.
+	address     netip.Addr
+	unaddressed string
+	spec        *gatewayv1.Listener
+	status      *gatewayv1.ListenerStatus
 	// accepted: routes attach to it (its protocol is served, it conflicts
 	// with nothing, its port is free); programmed: the nodes serve it (its
 	// references resolved too).
 	accepted, programmed bool
 	cert                 *dataplane.Certificate
+	// kinds are the hostnames routes attached with, and their kind: an
+	// HTTPRoute and a GRPCRoute may not share one.
+	kinds map[string]gatewayv1.Kind
 }
 
 // build makes the model of s.
 func build(s *snapshot) *model {
-	m := &model{ports: map[int32]*portBuilder{}, classes: map[string][]metav1.Condition{},
-		gateways: map[types.NamespacedName]*gatewayv1.GatewayStatus{}, routes: map[types.NamespacedName][]gatewayv1.RouteParentStatus{},
+	m := &model{ports: map[portKey]*portBuilder{}, pool: s.pool, classes: map[string][]metav1.Condition{},
+		gateways: map[types.NamespacedName]*gatewayv1.GatewayStatus{}, routes: map[routeKey][]gatewayv1.RouteParentStatus{},
 		ingresses: map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus{}}
 	ours := map[string]*gatewayv1.GatewayClass{}
 	for _, c := range s.classes {
@@ -116,18 +157,30 @@ func build(s *snapshot) *model {
 			condition(c.Generation, gatewayv1.GatewayClassConditionStatusSupportedVersion, true, gatewayv1.GatewayClassReasonSupportedVersion, "Gateway API "+BundleVersion),
 		}
 	}
-	gateways := slices.Clone(s.gateways)
+	gateways := slices.DeleteFunc(slices.Clone(s.gateways), func(g *gatewayv1.Gateway) bool { return ours[string(g.Spec.GatewayClassName)] == nil })
 	slices.SortFunc(gateways, olderFirst[*gatewayv1.Gateway])
+	var own map[types.NamespacedName]netip.Addr
+	var unusable map[types.NamespacedName]string
+	if s.pool != nil {
+		own, unusable = assignAddresses(*s.pool, slices.DeleteFunc(slices.Clone(gateways), func(g *gatewayv1.Gateway) bool {
+			return supportedAddresses(s.pool, g.Spec.Addresses) != ""
+		}))
+	}
 	listeners := map[types.NamespacedName][]*listener{}
 	for _, g := range gateways {
-		if ours[string(g.Spec.GatewayClassName)] == nil {
-			continue
-		}
-		nn := types.NamespacedName{Namespace: g.Namespace, Name: g.Name}
-		listeners[nn] = m.gateway(s, g)
+		listeners[nameOf(g)] = m.gateway(s, g, own[nameOf(g)], unusable[nameOf(g)])
 	}
-	routes := slices.Clone(s.routes)
-	slices.SortFunc(routes, olderFirst[*gatewayv1.HTTPRoute])
+	var routes []*routeSpec
+	for _, r := range s.routes {
+		routes = append(routes, fromHTTPRoute(r))
+	}
+	for _, r := range s.grpcRoutes {
+		routes = append(routes, fromGRPCRoute(r))
+	}
+	for _, r := range s.tlsRoutes {
+		routes = append(routes, fromTLSRoute(r))
+	}
+	slices.SortFunc(routes, func(a, b *routeSpec) int { return olderFirst(&a.ObjectMeta, &b.ObjectMeta) })
 	for _, r := range routes {
 		m.route(s, r, listeners)
 	}
@@ -143,15 +196,26 @@ func build(s *snapshot) *model {
 	return m
 }
 
-// gateway judges g's listeners and takes their ports; its status is in
-// m.gateways, but for its listeners', which its routes complete.
-func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway) []*listener {
+// gateway judges g's listeners and takes their ports, at g's own
+// address if the Gateways have their own (unusable: why the one its spec
+// asks for cannot be); its status is in m.gateways, but for its
+// listeners', which its routes complete.
+func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway, address netip.Addr, unusable string) []*listener {
 	source := "Gateway " + g.Namespace + "/" + g.Name
+	// Why the Gateway has no address to serve at, if it has none.
+	unsupported := supportedAddresses(s.pool, g.Spec.Addresses)
+	unaddressed := cmp.Or(unsupported, unusable)
+	if unaddressed == "" && s.pool != nil && !address.IsValid() {
+		unaddressed = fmt.Sprintf("Every address of the Gateways' range %s (--gateway-addresses) is another Gateway's", s.pool)
+	}
+	if len(s.addresses) == 0 {
+		unaddressed = "No node serves Gateways yet"
+	}
 	var ls []*listener
 	byPort := map[gatewayv1.PortNumber][]*listener{}
 	for i := range g.Spec.Listeners {
 		spec := &g.Spec.Listeners[i]
-		l := &listener{namespace: g.Namespace, spec: spec, status: &gatewayv1.ListenerStatus{Name: spec.Name, SupportedKinds: []gatewayv1.RouteGroupKind{}}}
+		l := &listener{namespace: g.Namespace, address: address, unaddressed: unaddressed, spec: spec, status: &gatewayv1.ListenerStatus{Name: spec.Name, SupportedKinds: []gatewayv1.RouteGroupKind{}}}
 		ls = append(ls, l)
 		byPort[spec.Port] = append(byPort[spec.Port], l)
 	}
@@ -169,10 +233,8 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway) []*listener {
 	st := &gatewayv1.GatewayStatus{}
 	gatewayAccepted := condition(g.Generation, gatewayv1.GatewayConditionAccepted, true, gatewayv1.GatewayReasonAccepted, "")
 	switch {
-	case len(g.Spec.Addresses) > 0:
-		gatewayAccepted = condition(g.Generation, gatewayv1.GatewayConditionAccepted, false, gatewayv1.GatewayReasonUnsupportedAddress,
-			"kubeboot's Gateways have the addresses of the nodes that serve them; spec.addresses is not supported")
-		programmed = 0
+	case unsupported != "":
+		gatewayAccepted = condition(g.Generation, gatewayv1.GatewayConditionAccepted, false, gatewayv1.GatewayReasonUnsupportedAddress, unsupported)
 	case accepted < len(ls):
 		gatewayAccepted = condition(g.Generation, gatewayv1.GatewayConditionAccepted, accepted > 0, gatewayv1.GatewayReasonListenersNotValid,
 			fmt.Sprintf("%d of %d listeners are not valid", len(ls)-accepted, len(ls)))
@@ -181,9 +243,20 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway) []*listener {
 	switch {
 	case programmed > 0:
 		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, true, gatewayv1.GatewayReasonProgrammed, ""))
-		for _, a := range s.addresses {
+		addresses := s.addresses
+		if address.IsValid() {
+			addresses = []string{address.String()}
+			m.announce = append(m.announce, dataplane.Announcement{Address: address, Node: announcer(address, s.nodes)})
+		}
+		for _, a := range addresses {
 			st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: ptr.To(gatewayv1.IPAddressType), Value: a})
 		}
+	case unsupported != "":
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, false, gatewayv1.GatewayReasonInvalid, unsupported))
+	case unusable != "":
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, false, gatewayv1.GatewayReasonAddressNotUsable, unusable))
+	case s.pool != nil && !address.IsValid() && len(s.addresses) > 0:
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, false, gatewayv1.GatewayReasonAddressNotAssigned, unaddressed))
 	case len(s.addresses) == 0:
 		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, false, gatewayv1.GatewayReasonNoResources,
 			"No node serves Gateways: kubeboot's nodes (server --node, agents) serve them on their addresses; simulated nodes do not"))
@@ -211,17 +284,21 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 		conds = append(conds, condition(gen, t, t == gatewayv1.ListenerConditionConflicted, reason, msg))
 	}
 	var unresolved *metav1.Condition
-	switch l.spec.Protocol {
-	case gatewayv1.HTTPProtocolType, gatewayv1.HTTPSProtocolType:
+	kinds, served := listenerKinds[l.spec.Protocol]
+	switch {
+	case !served:
+		refuse(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonUnsupportedProtocol,
+			fmt.Sprintf("Protocol %s is not supported: HTTP, HTTPS and TLS are", l.spec.Protocol))
+	case l.spec.Protocol == gatewayv1.TLSProtocolType && (l.spec.TLS == nil || ptr.Deref(l.spec.TLS.Mode, gatewayv1.TLSModeTerminate) != gatewayv1.TLSModePassthrough):
+		refuse(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonUnsupportedValue,
+			"A TLS listener passes TLS through to its routes' backends (tls.mode Passthrough); HTTPS terminates it")
+	default:
 		var kindsOK bool
-		if l.status.SupportedKinds, kindsOK = supportedKinds(l.spec.AllowedRoutes); !kindsOK {
+		if l.status.SupportedKinds, kindsOK = supportedKinds(kinds, l.spec.AllowedRoutes); !kindsOK {
 			c := condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, gatewayv1.ListenerReasonInvalidRouteKinds,
-				"A route kind in allowedRoutes is not supported: HTTPRoute is")
+				fmt.Sprintf("A route kind in allowedRoutes is not supported: a %s listener takes %s", l.spec.Protocol, kindNames(kinds)))
 			unresolved = &c
 		}
-	default:
-		refuse(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonUnsupportedProtocol,
-			fmt.Sprintf("Protocol %s is not supported: HTTP and HTTPS are", l.spec.Protocol))
 	}
 	if l.spec.Protocol == gatewayv1.HTTPSProtocolType && unresolved == nil {
 		cert, reason, msg := certificate(s, g, l.spec.TLS)
@@ -253,7 +330,7 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 		}
 	}
 	l.accepted = notAccepted == ""
-	l.programmed = l.accepted && unresolved == nil && len(s.addresses) > 0
+	l.programmed = l.accepted && unresolved == nil && l.unaddressed == ""
 	has := func(t gatewayv1.ListenerConditionType) bool {
 		return slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == string(t) })
 	}
@@ -276,7 +353,7 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 	case l.programmed:
 		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, true, gatewayv1.ListenerReasonProgrammed, ""))
 	case l.accepted && unresolved == nil:
-		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonPending, "No node serves Gateways yet"))
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonPending, l.unaddressed))
 	default:
 		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, "The listener cannot be served"))
 	}
@@ -287,10 +364,10 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 // it with: a load balancer Service, or a Gateway or Ingress that serves
 // it with the other protocol.
 func portHolder(s *snapshot, m *model, l *listener) string {
-	if svc, ok := s.heldPorts[int32(l.spec.Port)]; ok {
+	if svc, ok := s.heldPorts[int32(l.spec.Port)]; ok && !l.address.IsValid() {
 		return "LoadBalancer Service " + svc
 	}
-	if p, ok := m.ports[int32(l.spec.Port)]; ok && p.tls != (l.spec.Protocol == gatewayv1.HTTPSProtocolType) {
+	if p, ok := m.ports[portKey{l.address, int32(l.spec.Port)}]; ok && p.protocol != l.spec.Protocol {
 		return p.owner
 	}
 	return ""
@@ -298,7 +375,7 @@ func portHolder(s *snapshot, m *model, l *listener) string {
 
 // take gives a valid listener's port and hosts to the nodes' Config.
 func (m *model) take(l *listener, source string) {
-	p := m.port(int32(l.spec.Port), l.spec.Protocol == gatewayv1.HTTPSProtocolType, source)
+	p := m.port(portKey{l.address, int32(l.spec.Port)}, l.spec.Protocol, source)
 	if l.cert != nil {
 		h := p.host(ptr.Deref((*string)(l.spec.Hostname), ""))
 		if h.certificate == nil {
@@ -307,11 +384,11 @@ func (m *model) take(l *listener, source string) {
 	}
 }
 
-func (m *model) port(port int32, tls bool, source string) *portBuilder {
-	p, ok := m.ports[port]
+func (m *model) port(key portKey, protocol gatewayv1.ProtocolType, source string) *portBuilder {
+	p, ok := m.ports[key]
 	if !ok {
-		p = &portBuilder{tls: tls, owner: source, hosts: map[string]*hostBuilder{}}
-		m.ports[port] = p
+		p = &portBuilder{protocol: protocol, owner: source, hosts: map[string]*hostBuilder{}}
+		m.ports[key] = p
 	}
 	return p
 }
@@ -326,23 +403,38 @@ func (p *portBuilder) host(name string) *hostBuilder {
 	return h
 }
 
-// supportedKinds are the route kinds of allowed the listener takes (all it
-// takes when allowed names none), and whether every kind allowed names
-// is one.
-func supportedKinds(allowed *gatewayv1.AllowedRoutes) ([]gatewayv1.RouteGroupKind, bool) {
-	if allowed == nil || len(allowed.Kinds) == 0 {
-		return slices.Clone(httpRouteKinds), true
-	}
+// supportedKinds are the route kinds of allowed that a listener taking
+// the kinds takes can take (all of those when allowed names none), and
+// whether every kind allowed names is one.
+func supportedKinds(takes []gatewayv1.Kind, allowed *gatewayv1.AllowedRoutes) ([]gatewayv1.RouteGroupKind, bool) {
 	kinds := []gatewayv1.RouteGroupKind{}
+	if allowed == nil || len(allowed.Kinds) == 0 {
+		for _, k := range takes {
+			kinds = append(kinds, gatewayv1.RouteGroupKind{Group: &groupGateway, Kind: k})
+		}
+		return kinds, true
+	}
 	ok := true
 	for _, k := range allowed.Kinds {
-		if ptr.Deref(k.Group, groupGateway) == groupGateway && k.Kind == kindHTTPRoute {
-			kinds = append(kinds, gatewayv1.RouteGroupKind{Group: &groupGateway, Kind: kindHTTPRoute})
+		if ptr.Deref(k.Group, groupGateway) == groupGateway && slices.Contains(takes, k.Kind) {
+			kinds = append(kinds, gatewayv1.RouteGroupKind{Group: &groupGateway, Kind: k.Kind})
 		} else {
 			ok = false
 		}
 	}
 	return kinds, ok
+}
+
+// kindNames lists kinds for a message: "HTTPRoute and GRPCRoute".
+func kindNames(kinds []gatewayv1.Kind) string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = string(k)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // certificate is the certificate an HTTPS listener of g presents, or the
@@ -414,15 +506,14 @@ func olderFirst[T metav1.Object](a, b T) int {
 
 // config is the nodes' Config of m, at generation.
 func (m *model) config(generation int64) *dataplane.Config {
-	c := &dataplane.Config{Version: dataplane.Version, Generation: generation}
-	ports := make([]int32, 0, len(m.ports))
-	for p := range m.ports {
-		ports = append(ports, p)
-	}
-	slices.Sort(ports)
-	for _, port := range ports {
-		pb := m.ports[port]
-		p := dataplane.Port{Port: port, TLS: pb.tls}
+	c := &dataplane.Config{Version: dataplane.Version, Generation: generation, Pool: m.pool}
+	c.Announce = slices.SortedFunc(slices.Values(m.announce), func(a, b dataplane.Announcement) int { return a.Address.Compare(b.Address) })
+	ports := slices.SortedFunc(maps.Keys(m.ports), func(a, b portKey) int {
+		return cmp.Or(a.address.Compare(b.address), cmp.Compare(a.port, b.port))
+	})
+	for _, key := range ports {
+		pb := m.ports[key]
+		p := dataplane.Port{Address: key.address, Port: key.port, TLS: pb.protocol == gatewayv1.HTTPSProtocolType, Passthrough: pb.protocol == gatewayv1.TLSProtocolType}
 		names := make([]string, 0, len(pb.hosts))
 		for n := range pb.hosts {
 			names = append(names, n)
@@ -443,8 +534,7 @@ func (m *model) config(generation int64) *dataplane.Config {
 }
 
 // precedence orders a host's routes as the Gateway API says, fallbacks
-// last: an exact
-// path first, then a regular expression's, then the longest prefix; then
+// last: an exact path first, then a regular expression's, then the longest prefix; then
 // a method match; then the most header matches, then the most query
 // parameter matches; then the oldest source, its namespace and name, and
 // its rule's place.
@@ -454,6 +544,18 @@ func precedence(a, b sortedRoute) int {
 			return -1
 		}
 		return 1
+	}
+	// Two kinds share a host only from listeners of different Gateways
+	// (on one listener the older kind holds a hostname): HTTPRoutes
+	// first, as the order must be total.
+	if (a.grpc == nil) != (b.grpc == nil) {
+		if a.grpc == nil {
+			return -1
+		}
+		return 1
+	}
+	if a.grpc != nil {
+		return grpcPrecedence(a, b)
 	}
 	pa, pb := a.route.Match.Path, b.route.Match.Path
 	rank := func(p *gatewayv1.HTTPPathMatch) int {
@@ -490,4 +592,14 @@ func precedence(a, b sortedRoute) int {
 		return c
 	}
 	return cmp.Or(strings.Compare(a.source, b.source), cmp.Compare(a.index, b.index))
+}
+
+// grpcPrecedence orders two GRPCRoutes' matches as the Gateway API says:
+// the longest service, then the longest method, then the most header
+// matches; then the oldest source, its namespace and name, and its
+// rule's place.
+func grpcPrecedence(a, b sortedRoute) int {
+	return cmp.Or(cmp.Compare(b.grpc.service, a.grpc.service), cmp.Compare(b.grpc.method, a.grpc.method),
+		cmp.Compare(len(b.route.Match.Headers), len(a.route.Match.Headers)),
+		a.created.Compare(b.created.Time), strings.Compare(a.source, b.source), cmp.Compare(a.index, b.index))
 }

@@ -197,7 +197,7 @@ func TestRouteAttachment(t *testing.T) {
 				tc.edit(s)
 			}
 			m := build(s)
-			parents := m.routes[types.NamespacedName{Namespace: tc.route.Namespace, Name: tc.route.Name}]
+			parents := m.routes[routeKey{kindHTTPRoute, nameOf(tc.route)}]
 			if len(parents) != 1 {
 				t.Fatalf("route status parents: %+v, want 1", parents)
 			}
@@ -383,5 +383,306 @@ func TestIngress(t *testing.T) {
 		if p.TLS && (web.Certificate == nil || string(web.Certificate.Cert) != string(cert) || hosts[""].Certificate == nil || string(hosts[""].Certificate.Cert) != string(def)) {
 			t.Errorf("port %d: certificates: web.example's its own, any host's the default", p.Port)
 		}
+	}
+}
+
+// TestGRPCRoute: a GRPCRoute attaches to an HTTP listener beside an
+// HTTPRoute; its method matches become the paths gRPC requests, ordered
+// as the Gateway API orders GRPCRoutes; its backends speak h2c; a
+// backend in another namespace needs a ReferenceGrant from GRPCRoutes.
+func TestGRPCRoute(t *testing.T) {
+	method := func(typ gatewayv1.GRPCMethodMatchType, service, method string) gatewayv1.GRPCRouteMatch {
+		m := &gatewayv1.GRPCMethodMatch{Type: ptr.To(typ)}
+		if service != "" {
+			m.Service = ptr.To(service)
+		}
+		if method != "" {
+			m.Method = ptr.To(method)
+		}
+		return gatewayv1.GRPCRouteMatch{Method: m}
+	}
+	withHeader := method(gatewayv1.GRPCMethodMatchExact, "echo.Echo", "")
+	withHeader.Headers = []gatewayv1.GRPCHeaderMatch{{Name: "version", Value: "two"}}
+	rule := func(service string, matches ...gatewayv1.GRPCRouteMatch) gatewayv1.GRPCRouteRule {
+		return gatewayv1.GRPCRouteRule{Matches: matches, BackendRefs: []gatewayv1.GRPCBackendRef{{BackendRef: gatewayv1.BackendRef{
+			BackendObjectReference: gatewayv1.BackendObjectReference{Name: gatewayv1.ObjectName(service), Port: ptr.To(gatewayv1.PortNumber(8080))}}}}}
+	}
+	other := rule("grpc")
+	other.BackendRefs[0].Namespace = ptr.To(gatewayv1.Namespace("infra"))
+	s := baseSnapshot()
+	s.services[types.NamespacedName{Namespace: "infra", Name: "grpc"}] = service("infra", "grpc", 8080)
+	s.gateways = []*gatewayv1.Gateway{gw("app", "g", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, ""))}
+	s.routes = []*gatewayv1.HTTPRoute{httpRoute("app", "web", 0, parent("app", "g"), []string{"web.example"}, ruleTo("web", 8080))}
+	s.grpcRoutes = []*gatewayv1.GRPCRoute{
+		{ObjectMeta: meta0("app", "echo", 1), Spec: gatewayv1.GRPCRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{parent("app", "g")}},
+			Hostnames:       []gatewayv1.Hostname{"grpc.example"},
+			Rules: []gatewayv1.GRPCRouteRule{
+				rule("web", method(gatewayv1.GRPCMethodMatchExact, "", "Ping")),
+				rule("web", method(gatewayv1.GRPCMethodMatchExact, "echo.Echo", "Ping"), withHeader),
+				rule("web", method(gatewayv1.GRPCMethodMatchRegularExpression, `echo\..*`, ""), gatewayv1.GRPCRouteMatch{}),
+			}}},
+		{ObjectMeta: meta0("app", "denied", 2), Spec: gatewayv1.GRPCRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{parent("app", "g")}},
+			Rules:           []gatewayv1.GRPCRouteRule{other}}},
+	}
+	m := build(s)
+	echo := m.routes[routeKey{kindGRPCRoute, types.NamespacedName{Namespace: "app", Name: "echo"}}]
+	if len(echo) != 1 {
+		t.Fatalf("GRPCRoute app/echo's parents %+v, want one", echo)
+	}
+	wantCond(t, "GRPCRoute app/echo", echo[0].Conditions, "Accepted", metav1.ConditionTrue, "Accepted")
+	wantCond(t, "GRPCRoute app/echo", echo[0].Conditions, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
+	denied := m.routes[routeKey{kindGRPCRoute, types.NamespacedName{Namespace: "app", Name: "denied"}}]
+	if len(denied) != 1 {
+		t.Fatalf("GRPCRoute app/denied's parents %+v, want one", denied)
+	}
+	wantCond(t, "GRPCRoute app/denied", denied[0].Conditions, "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted")
+	// Without hostnames it would share web.example with the older
+	// HTTPRoute.
+	wantCond(t, "GRPCRoute app/denied", denied[0].Conditions, "Accepted", metav1.ConditionFalse, "Conflicted")
+	if _, ok := m.routes[routeKey{kindHTTPRoute, types.NamespacedName{Namespace: "app", Name: "web"}}]; !ok {
+		t.Error("the HTTPRoute beside the GRPCRoutes has no status")
+	}
+	if l := m.gateways[types.NamespacedName{Namespace: "app", Name: "g"}].Listeners[0]; l.AttachedRoutes != 2 {
+		t.Errorf("the listener has %d routes attached, want 2", l.AttachedRoutes)
+	}
+
+	var got []string
+	for _, h := range build(s).config(1).Ports[0].Hosts {
+		for _, r := range h.Routes {
+			p := r.Match.Path
+			got = append(got, strings.Join(r.Hostnames, ",")+" "+string(*p.Type)+" "+*p.Value+" headers="+string(rune('0'+len(r.Match.Headers)))+" "+r.Backends[0].Protocol)
+		}
+	}
+	want := []string{
+		"web.example PathPrefix / headers=0 ",
+		// The longest service first, then the longest method, then the
+		// most headers.
+		"grpc.example Exact /echo.Echo/Ping headers=0 h2c",
+		"grpc.example PathPrefix /echo.Echo headers=1 h2c",
+		"grpc.example RegularExpression /echo\\..*/[^/]+ headers=0 h2c",
+		"grpc.example RegularExpression /[^/]+/Ping headers=0 h2c",
+		"grpc.example PathPrefix / headers=0 h2c",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("routes:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestTLSPassthrough: a TLS listener of mode Passthrough takes TLSRoutes
+// and makes its port a passthrough port; one of mode Terminate is not
+// accepted (UnsupportedValue); an HTTP listener on the same port as a
+// passthrough one conflicts; a TLSRoute does not attach to an HTTP
+// listener nor an HTTPRoute to a TLS one.
+func TestTLSPassthrough(t *testing.T) {
+	tlsListener := func(name string, port int32, hostname string, mode gatewayv1.TLSModeType) gatewayv1.Listener {
+		l := httpListener(name, port, gatewayv1.NamespacesFromSame, hostname)
+		l.Protocol = gatewayv1.TLSProtocolType
+		l.TLS = &gatewayv1.ListenerTLSConfig{Mode: ptr.To(mode)}
+		return l
+	}
+	s := baseSnapshot()
+	s.services[types.NamespacedName{Namespace: "app", Name: "tls"}] = service("app", "tls", 8443)
+	s.gateways = []*gatewayv1.Gateway{
+		gw("app", "g", 0,
+			tlsListener("passthrough", 443, "*.example.com", gatewayv1.TLSModePassthrough),
+			tlsListener("terminate", 8443, "t.example.com", gatewayv1.TLSModeTerminate),
+			httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+		gw("app", "h", 1, httpListener("http-on-443", 443, gatewayv1.NamespacesFromSame, "")),
+	}
+	tlsRoute := &gatewayv1.TLSRoute{ObjectMeta: meta0("app", "tls", 0), Spec: gatewayv1.TLSRouteSpec{
+		CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{parent("app", "g")}},
+		Hostnames:       []gatewayv1.Hostname{"abc.example.com"},
+		Rules: []gatewayv1.TLSRouteRule{{BackendRefs: []gatewayv1.BackendRef{{BackendObjectReference: gatewayv1.BackendObjectReference{
+			Name: "tls", Port: ptr.To(gatewayv1.PortNumber(8443))}}}}}}}
+	toHTTP := tlsRoute.DeepCopy()
+	toHTTP.Name = "to-http"
+	toHTTP.Spec.ParentRefs[0].SectionName = ptr.To(gatewayv1.SectionName("http"))
+	s.tlsRoutes = []*gatewayv1.TLSRoute{tlsRoute, toHTTP}
+	httpToTLS := httpRoute("app", "web", 0, parent("app", "g"), nil, ruleTo("web", 8080))
+	httpToTLS.Spec.ParentRefs[0].SectionName = ptr.To(gatewayv1.SectionName("passthrough"))
+	s.routes = []*gatewayv1.HTTPRoute{httpToTLS}
+	m := build(s)
+
+	listeners := map[gatewayv1.SectionName]gatewayv1.ListenerStatus{}
+	for _, g := range []string{"g", "h"} {
+		for _, l := range m.gateways[types.NamespacedName{Namespace: "app", Name: g}].Listeners {
+			listeners[l.Name] = l
+		}
+	}
+	pass := listeners["passthrough"]
+	wantCond(t, "listener passthrough", pass.Conditions, "Programmed", metav1.ConditionTrue, "Programmed")
+	if len(pass.SupportedKinds) != 1 || pass.SupportedKinds[0].Kind != kindTLSRoute || pass.AttachedRoutes != 1 {
+		t.Errorf("listener passthrough: kinds %+v, %d routes attached; want TLSRoute, 1", pass.SupportedKinds, pass.AttachedRoutes)
+	}
+	wantCond(t, "listener terminate", listeners["terminate"].Conditions, "Accepted", metav1.ConditionFalse, "UnsupportedValue")
+	wantCond(t, "listener http-on-443", listeners["http-on-443"].Conditions, "Accepted", metav1.ConditionFalse, "PortUnavailable")
+
+	wantCond(t, "TLSRoute app/tls", m.routes[routeKey{kindTLSRoute, nameOf(tlsRoute)}][0].Conditions, "Accepted", metav1.ConditionTrue, "Accepted")
+	wantCond(t, "TLSRoute app/to-http", m.routes[routeKey{kindTLSRoute, nameOf(toHTTP)}][0].Conditions, "Accepted", metav1.ConditionFalse, "NotAllowedByListeners")
+	wantCond(t, "HTTPRoute app/web", m.routes[routeKey{kindHTTPRoute, nameOf(httpToTLS)}][0].Conditions, "Accepted", metav1.ConditionFalse, "NotAllowedByListeners")
+
+	cfg := m.config(1)
+	var p443 *dataplane.Port
+	for i := range cfg.Ports {
+		if cfg.Ports[i].Port == 443 {
+			p443 = &cfg.Ports[i]
+		}
+		if cfg.Ports[i].Port == 8443 {
+			t.Error("the Terminate listener's port is served")
+		}
+	}
+	if p443 == nil || !p443.Passthrough || p443.TLS || len(p443.Hosts) != 1 || p443.Hosts[0].Hostname != "*.example.com" ||
+		len(p443.Hosts[0].Routes) != 1 || p443.Hosts[0].Routes[0].Hostnames[0] != "abc.example.com" || p443.Hosts[0].Routes[0].Backends[0].Service != "tls" {
+		t.Errorf("port 443: %+v; want passed through, abc.example.com to Service tls", p443)
+	}
+}
+
+func TestParseAddressRange(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"198.51.100.96/28", "198.51.100.97-198.51.100.110"},
+		{"198.51.100.100/32", "198.51.100.100-198.51.100.100"},
+		{"198.51.100.100/31", "198.51.100.100-198.51.100.101"},
+		{"198.51.100.100-198.51.100.120", "198.51.100.100-198.51.100.120"},
+		{" 198.51.100.100 - 198.51.100.100", "198.51.100.100-198.51.100.100"},
+		{"2001:db8::/126", "2001:db8::-2001:db8::3"},
+		{"198.51.100.120-198.51.100.100", ""},
+		{"198.51.100.1-2001:db8::1", ""},
+		{"198.51.100.0/33", ""},
+		{"nope", ""},
+	} {
+		r, err := ParseAddressRange(tc.in)
+		if got := ""; err == nil {
+			got = r.String()
+			if got != tc.want {
+				t.Errorf("%q: %s, want %s", tc.in, got, tc.want)
+			}
+		} else if tc.want != "" {
+			t.Errorf("%q: %v, want %s", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestOwnAddresses: with --gateway-addresses each Gateway gets an address
+// of the range (keeping the one its status has), held by one serving
+// node; two Gateways serve the same port apart, at their own addresses;
+// a LoadBalancer Service's port on the nodes' addresses does not hold
+// theirs; a Gateway the range has no address left for is not programmed.
+func TestOwnAddresses(t *testing.T) {
+	pool, err := ParseAddressRange("198.51.100.100-198.51.100.101")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := baseSnapshot()
+	s.pool, s.nodes = &pool, []string{"a", "b"}
+	s.heldPorts[80] = "app/lb"
+	kept := gw("app", "kept", 2, httpListener("http", 80, gatewayv1.NamespacesFromSame, ""))
+	kept.Status.Addresses = []gatewayv1.GatewayStatusAddress{{Value: "198.51.100.101"}}
+	s.gateways = []*gatewayv1.Gateway{
+		gw("app", "first", 0, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+		kept,
+		gw("app", "none-left", 3, httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
+	}
+	rule := func(service string) gatewayv1.HTTPRouteRule { return ruleTo(service, 8080) }
+	s.services[types.NamespacedName{Namespace: "app", Name: "other"}] = service("app", "other", 8080)
+	s.routes = []*gatewayv1.HTTPRoute{
+		httpRoute("app", "to-first", 0, parent("app", "first"), nil, rule("web")),
+		httpRoute("app", "to-kept", 0, parent("app", "kept"), nil, rule("other")),
+	}
+	m := build(s)
+	for name, want := range map[string]string{"first": "198.51.100.100", "kept": "198.51.100.101"} {
+		st := m.gateways[types.NamespacedName{Namespace: "app", Name: name}]
+		wantCond(t, "Gateway "+name, st.Conditions, "Programmed", metav1.ConditionTrue, "Programmed")
+		if len(st.Addresses) != 1 || st.Addresses[0].Value != want {
+			t.Errorf("Gateway %s: addresses %+v, want %s", name, st.Addresses, want)
+		}
+	}
+	st := m.gateways[types.NamespacedName{Namespace: "app", Name: "none-left"}]
+	wantCond(t, "Gateway none-left", st.Conditions, "Programmed", metav1.ConditionFalse, "AddressNotAssigned")
+
+	cfg := m.config(1)
+	if cfg.Pool == nil || *cfg.Pool != pool {
+		t.Errorf("the Config's range %v, want %v", cfg.Pool, pool)
+	}
+	if len(cfg.Announce) != 2 || cfg.Announce[0].Address.String() != "198.51.100.100" || cfg.Announce[1].Address.String() != "198.51.100.101" {
+		t.Fatalf("announced %+v, want both addresses", cfg.Announce)
+	}
+	for _, a := range cfg.Announce {
+		if a.Node != "a" && a.Node != "b" {
+			t.Errorf("%s is held by %q, not a serving node", a.Address, a.Node)
+		}
+	}
+	backends := map[string]string{}
+	for _, p := range cfg.Ports {
+		if p.Port != 80 || len(p.Hosts) != 1 || len(p.Hosts[0].Routes) != 1 {
+			t.Fatalf("port %+v: want port 80 with one route", p)
+		}
+		backends[p.Address.String()] = p.Hosts[0].Routes[0].Backends[0].Service
+	}
+	if len(backends) != 2 || backends["198.51.100.100"] != "web" || backends["198.51.100.101"] != "other" {
+		t.Errorf("the ports' backends by address %v, want each Gateway's route at its own address", backends)
+	}
+}
+
+// TestRequestedAddresses: a Gateway's spec.addresses ask for an address
+// of the range; one outside it or another's is not usable (Accepted,
+// not Programmed), another type is not supported (not Accepted), and
+// without a range none is (nothing served).
+func TestRequestedAddresses(t *testing.T) {
+	pool, err := ParseAddressRange("198.51.100.100-198.51.100.110")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asking := func(name string, age int, addrType gatewayv1.AddressType, value string) *gatewayv1.Gateway {
+		g := gw("app", name, age, httpListener("http", 8080, gatewayv1.NamespacesFromSame, ""))
+		if value != "" {
+			g.Spec.Addresses = []gatewayv1.GatewaySpecAddress{{Type: ptr.To(addrType), Value: value}}
+		}
+		return g
+	}
+	s := baseSnapshot()
+	s.pool, s.nodes = &pool, []string{"a"}
+	s.gateways = []*gatewayv1.Gateway{
+		asking("usable", 0, gatewayv1.IPAddressType, "198.51.100.105"),
+		asking("outside", 1, gatewayv1.IPAddressType, "192.0.2.1"),
+		asking("hostname", 2, gatewayv1.HostnameAddressType, "gw.example"),
+		asking("taken", 3, gatewayv1.IPAddressType, "198.51.100.105"),
+		asking("any", 4, "", ""),
+	}
+	m := build(s)
+	for _, tc := range []struct {
+		name, accepted, programmed, reason, address string
+	}{
+		{"usable", "True", "True", "Programmed", "198.51.100.105"},
+		{"outside", "True", "False", "AddressNotUsable", ""},
+		{"hostname", "False", "False", "Invalid", ""},
+		{"taken", "True", "False", "AddressNotUsable", ""},
+		{"any", "True", "True", "Programmed", "198.51.100.100"},
+	} {
+		st := m.gateways[types.NamespacedName{Namespace: "app", Name: tc.name}]
+		wantCond(t, "Gateway "+tc.name, st.Conditions, "Accepted", metav1.ConditionStatus(tc.accepted), cond(st.Conditions, "Accepted").Reason)
+		wantCond(t, "Gateway "+tc.name, st.Conditions, "Programmed", metav1.ConditionStatus(tc.programmed), tc.reason)
+		if got := ""; len(st.Addresses) > 0 {
+			if got = st.Addresses[0].Value; got != tc.address {
+				t.Errorf("Gateway %s: address %s, want %q", tc.name, got, tc.address)
+			}
+		} else if tc.address != "" {
+			t.Errorf("Gateway %s: no address, want %s", tc.name, tc.address)
+		}
+	}
+	wantCond(t, "Gateway hostname", m.gateways[types.NamespacedName{Namespace: "app", Name: "hostname"}].Conditions, "Accepted", metav1.ConditionFalse, "UnsupportedAddress")
+	if got := len(m.config(1).Ports); got != 2 {
+		t.Errorf("%d ports served, want the two programmed Gateways'", got)
+	}
+
+	s.pool = nil
+	s.gateways = []*gatewayv1.Gateway{asking("no-range", 0, gatewayv1.IPAddressType, "198.51.100.1")}
+	m = build(s)
+	wantCond(t, "Gateway no-range", m.gateways[types.NamespacedName{Namespace: "app", Name: "no-range"}].Conditions, "Accepted", metav1.ConditionFalse, "UnsupportedAddress")
+	if got := len(m.config(1).Ports); got != 0 {
+		t.Errorf("%d ports served for a Gateway not accepted, want none", got)
 	}
 }

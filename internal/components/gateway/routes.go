@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -15,20 +17,144 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
 )
 
-// supportedFilters are the HTTPRoute filters the nodes apply.
+// supportedFilters are the route filters the nodes apply (a GRPCRoute's
+// are of the same names).
 var supportedFilters = []gatewayv1.HTTPRouteFilterType{
 	gatewayv1.HTTPRouteFilterRequestHeaderModifier, gatewayv1.HTTPRouteFilterResponseHeaderModifier,
 	gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterURLRewrite,
 }
 
+// routeKey names a route of either kind.
+type routeKey struct {
+	kind gatewayv1.Kind
+	types.NamespacedName
+}
+
+// routeSpec is an HTTPRoute or a GRPCRoute as the model attaches it: a
+// GRPCRoute's matches made the HTTP requests gRPC sends (grpcMatch), so
+// that the nodes match both kinds alike.
+type routeSpec struct {
+	kind gatewayv1.Kind
+	metav1.ObjectMeta
+	parentRefs []gatewayv1.ParentReference
+	hostnames  []gatewayv1.Hostname
+	rules      []ruleSpec
+}
+
+type ruleSpec struct {
+	matches []gatewayv1.HTTPRouteMatch
+	// grpc ranks each match among a GRPCRoute's (nil: an HTTPRoute's).
+	grpc        []grpcRank
+	filters     []gatewayv1.HTTPRouteFilter
+	backendRefs []gatewayv1.BackendRef
+}
+
+// grpcRank is what orders a GRPCRoute's match among others: the
+// characters of its service, then of its method.
+type grpcRank struct{ service, method int }
+
+func (r *routeSpec) key() routeKey {
+	return routeKey{r.kind, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}}
+}
+
+// fromHTTPRoute is r's routeSpec.
+func fromHTTPRoute(r *gatewayv1.HTTPRoute) *routeSpec {
+	rs := &routeSpec{kind: kindHTTPRoute, ObjectMeta: r.ObjectMeta, parentRefs: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames}
+	for _, rule := range r.Spec.Rules {
+		matches := rule.Matches
+		if len(matches) == 0 {
+			matches = []gatewayv1.HTTPRouteMatch{{}}
+		}
+		rr := ruleSpec{filters: rule.Filters}
+		for _, m := range matches {
+			rr.matches = append(rr.matches, normalize(m))
+		}
+		for _, b := range rule.BackendRefs {
+			rr.backendRefs = append(rr.backendRefs, b.BackendRef)
+		}
+		rs.rules = append(rs.rules, rr)
+	}
+	return rs
+}
+
+// fromGRPCRoute is r's routeSpec: each method match the path gRPC
+// requests ("/service/method"), its filters HTTP's of the same type.
+func fromGRPCRoute(r *gatewayv1.GRPCRoute) *routeSpec {
+	rs := &routeSpec{kind: kindGRPCRoute, ObjectMeta: r.ObjectMeta, parentRefs: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames}
+	for _, rule := range r.Spec.Rules {
+		matches := rule.Matches
+		if len(matches) == 0 {
+			matches = []gatewayv1.GRPCRouteMatch{{}}
+		}
+		var rr ruleSpec
+		for _, m := range matches {
+			hm, rank := grpcMatch(m)
+			rr.matches = append(rr.matches, normalize(hm))
+			rr.grpc = append(rr.grpc, rank)
+		}
+		for _, f := range rule.Filters {
+			rr.filters = append(rr.filters, gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterType(f.Type),
+				RequestHeaderModifier: f.RequestHeaderModifier, ResponseHeaderModifier: f.ResponseHeaderModifier,
+				RequestMirror: f.RequestMirror, ExtensionRef: f.ExtensionRef})
+		}
+		for _, b := range rule.BackendRefs {
+			rr.backendRefs = append(rr.backendRefs, b.BackendRef)
+		}
+		rs.rules = append(rs.rules, rr)
+	}
+	return rs
+}
+
+// fromTLSRoute is r's routeSpec: its rules choose by hostname only (a
+// match of any request, which a passthrough port does not look at).
+func fromTLSRoute(r *gatewayv1.TLSRoute) *routeSpec {
+	rs := &routeSpec{kind: kindTLSRoute, ObjectMeta: r.ObjectMeta, parentRefs: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames}
+	for _, rule := range r.Spec.Rules {
+		rs.rules = append(rs.rules, ruleSpec{matches: []gatewayv1.HTTPRouteMatch{normalize(gatewayv1.HTTPRouteMatch{})}, backendRefs: rule.BackendRefs})
+	}
+	return rs
+}
+
+// grpcMatch is the HTTP match of the requests a GRPCRoute's match
+// matches: gRPC calls a method with a POST to "/service/method".
+func grpcMatch(m gatewayv1.GRPCRouteMatch) (gatewayv1.HTTPRouteMatch, grpcRank) {
+	var hm gatewayv1.HTTPRouteMatch
+	var rank grpcRank
+	if mm := m.Method; mm != nil {
+		service, method := ptr.Deref(mm.Service, ""), ptr.Deref(mm.Method, "")
+		rank = grpcRank{len(service), len(method)}
+		path := func(t gatewayv1.PathMatchType, v string) *gatewayv1.HTTPPathMatch {
+			return &gatewayv1.HTTPPathMatch{Type: ptr.To(t), Value: ptr.To(v)}
+		}
+		switch {
+		case ptr.Deref(mm.Type, gatewayv1.GRPCMethodMatchExact) == gatewayv1.GRPCMethodMatchRegularExpression:
+			hm.Path = path(gatewayv1.PathMatchRegularExpression, "/"+cmp.Or(service, "[^/]+")+"/"+cmp.Or(method, "[^/]+"))
+		case service != "" && method != "":
+			hm.Path = path(gatewayv1.PathMatchExact, "/"+service+"/"+method)
+		case service != "":
+			hm.Path = path(gatewayv1.PathMatchPathPrefix, "/"+service)
+		case method != "":
+			hm.Path = path(gatewayv1.PathMatchRegularExpression, "/[^/]+/"+regexp.QuoteMeta(method))
+		}
+	}
+	for _, h := range m.Headers {
+		t := gatewayv1.HeaderMatchExact
+		if ptr.Deref(h.Type, gatewayv1.GRPCHeaderMatchExact) == gatewayv1.GRPCHeaderMatchRegularExpression {
+			t = gatewayv1.HeaderMatchRegularExpression
+		}
+		hm.Headers = append(hm.Headers, gatewayv1.HTTPHeaderMatch{Type: ptr.To(t), Name: gatewayv1.HTTPHeaderName(h.Name), Value: h.Value})
+	}
+	return hm, rank
+}
+
 // route attaches r to the listeners of its parents that are kubeboot's
 // Gateways', as the Gateway API says, and gives the nodes its rules for
 // each host it attaches with; its status is in m.routes.
-func (m *model) route(s *snapshot, r *gatewayv1.HTTPRoute, gateways map[types.NamespacedName][]*listener) {
+func (m *model) route(s *snapshot, r *routeSpec, gateways map[types.NamespacedName][]*listener) {
 	backends, resolved := resolveBackends(s, r)
 	unsupported := unsupportedFilter(r)
 	var parents []gatewayv1.RouteParentStatus
-	for _, ref := range r.Spec.ParentRefs {
+	for _, ref := range r.parentRefs {
 		if ptr.Deref(ref.Group, groupGateway) != groupGateway || ptr.Deref(ref.Kind, "Gateway") != "Gateway" {
 			continue
 		}
@@ -49,13 +175,13 @@ func (m *model) route(s *snapshot, r *gatewayv1.HTTPRoute, gateways map[types.Na
 		parents = append(parents, ps)
 	}
 	if len(parents) > 0 {
-		m.routes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = parents
+		m.routes[r.key()] = parents
 	}
 }
 
 // attach attaches r through ref to the listeners it selects and allows,
 // on the hostnames both have, and says how in an Accepted condition.
-func (m *model) attach(s *snapshot, r *gatewayv1.HTTPRoute, ref gatewayv1.ParentReference, listeners []*listener, backends [][]dataplane.Backend) metav1.Condition {
+func (m *model) attach(s *snapshot, r *routeSpec, ref gatewayv1.ParentReference, listeners []*listener, backends [][]dataplane.Backend) metav1.Condition {
 	gen := r.Generation
 	var selected []*listener
 	for _, l := range listeners {
@@ -70,18 +196,22 @@ func (m *model) attach(s *snapshot, r *gatewayv1.HTTPRoute, ref gatewayv1.Parent
 	}
 	var allowed []*listener
 	for _, l := range selected {
-		if l.accepted && allows(s, l, r.Namespace) {
+		if l.accepted && allows(s, l, r.kind, r.Namespace) {
 			allowed = append(allowed, l)
 		}
 	}
 	if len(allowed) == 0 {
 		return condition(gen, gatewayv1.RouteConditionAccepted, false, gatewayv1.RouteReasonNotAllowedByListeners,
-			"No listener the parentRef selects allows HTTPRoutes of this namespace")
+			fmt.Sprintf("No listener the parentRef selects allows %ss of this namespace", r.kind))
 	}
-	attached := false
+	attached, conflicted := false, ""
 	for _, l := range allowed {
-		hosts := intersect(string(ptr.Deref(l.spec.Hostname, "")), r.Spec.Hostnames)
+		hosts := intersect(string(ptr.Deref(l.spec.Hostname, "")), r.hostnames)
 		if len(hosts) == 0 {
+			continue
+		}
+		if h := l.otherKind(r.kind, hosts); h != "" {
+			conflicted = h
 			continue
 		}
 		attached = true
@@ -92,32 +222,64 @@ func (m *model) attach(s *snapshot, r *gatewayv1.HTTPRoute, ref gatewayv1.Parent
 		// The listener's host takes the route, on its hostnames within the
 		// listener's (none: any of the listener's).
 		var hostnames []string
-		if len(r.Spec.Hostnames) > 0 {
+		if len(r.hostnames) > 0 {
 			hostnames = hosts
 		}
-		m.addRules(m.ports[int32(l.spec.Port)].host(string(ptr.Deref(l.spec.Hostname, ""))), r, hostnames, backends)
+		m.addRules(m.ports[portKey{l.address, int32(l.spec.Port)}].host(string(ptr.Deref(l.spec.Hostname, ""))), r, hostnames, backends)
 	}
-	if !attached {
+	switch {
+	case !attached && conflicted != "":
+		return condition(gen, gatewayv1.RouteConditionAccepted, false, routeReasonConflicted,
+			fmt.Sprintf("An older route of another kind has hostname %q on the listener", conflicted))
+	case !attached:
 		return condition(gen, gatewayv1.RouteConditionAccepted, false, gatewayv1.RouteReasonNoMatchingListenerHostname,
 			"No hostname of the route is a listener's")
 	}
 	return condition(gen, gatewayv1.RouteConditionAccepted, true, gatewayv1.RouteReasonAccepted, "")
 }
 
-// addRules adds r's rules to a host, each match a route taking hostnames.
-func (m *model) addRules(hb *hostBuilder, r *gatewayv1.HTTPRoute, hostnames []string, backends [][]dataplane.Backend) {
-	source := r.Namespace + "/" + r.Name
-	for i, rule := range r.Spec.Rules {
-		matches := rule.Matches
-		if len(matches) == 0 {
-			matches = []gatewayv1.HTTPRouteMatch{{}}
+// routeReasonConflicted says a route was not accepted by a listener where
+// a route of the other kind, older, has one of its hostnames (the Gateway
+// API names no reason for it).
+const routeReasonConflicted gatewayv1.RouteConditionReason = "Conflicted"
+
+// otherKind is a hostname of hosts that routes of a kind other than kind
+// attached to l with (wildcards and "" overlapping what they cover), or
+// ""; none: hosts are now kind's on l.
+func (l *listener) otherKind(kind gatewayv1.Kind, hosts []string) string {
+	for taken, k := range l.kinds {
+		if k == kind {
+			continue
 		}
-		for j, match := range matches {
-			hb.routes = append(hb.routes, sortedRoute{
-				route: dataplane.Route{Name: fmt.Sprintf("HTTPRoute %s rule %d", source, i), Hostnames: hostnames, Match: normalize(match),
-					Filters: rule.Filters, Backends: backends[i]},
-				created: r.CreationTimestamp, source: source, index: i*1000 + j,
-			})
+		for _, h := range hosts {
+			if taken == "" || h == "" || taken == h || isWildcard(taken) && covers(taken, h) || isWildcard(h) && covers(h, taken) {
+				return cmp.Or(taken, h)
+			}
+		}
+	}
+	if l.kinds == nil {
+		l.kinds = map[string]gatewayv1.Kind{}
+	}
+	for _, h := range hosts {
+		l.kinds[h] = kind
+	}
+	return ""
+}
+
+// addRules adds r's rules to a host, each match a route taking hostnames.
+func (m *model) addRules(hb *hostBuilder, r *routeSpec, hostnames []string, backends [][]dataplane.Backend) {
+	source := r.Namespace + "/" + r.Name
+	for i, rule := range r.rules {
+		for j, match := range rule.matches {
+			sr := sortedRoute{
+				route: dataplane.Route{Name: fmt.Sprintf("%s %s rule %d", r.kind, source, i), Hostnames: hostnames, Match: match,
+					Filters: rule.filters, Backends: backends[i]},
+				created: r.CreationTimestamp, source: string(r.kind) + " " + source, index: i*1000 + j,
+			}
+			if rule.grpc != nil {
+				sr.grpc = &rule.grpc[j]
+			}
+			hb.routes = append(hb.routes, sr)
 		}
 	}
 }
@@ -147,9 +309,9 @@ func normalize(m gatewayv1.HTTPRouteMatch) gatewayv1.HTTPRouteMatch {
 	return m
 }
 
-// allows reports whether l takes HTTPRoutes of namespace ns.
-func allows(s *snapshot, l *listener, ns string) bool {
-	if !slices.ContainsFunc(l.status.SupportedKinds, func(k gatewayv1.RouteGroupKind) bool { return k.Kind == kindHTTPRoute }) {
+// allows reports whether l takes routes of kind of namespace ns.
+func allows(s *snapshot, l *listener, kind gatewayv1.Kind, ns string) bool {
+	if !slices.ContainsFunc(l.status.SupportedKinds, func(k gatewayv1.RouteGroupKind) bool { return k.Kind == kind }) {
 		return false
 	}
 	from := gatewayv1.NamespacesFromSame
@@ -211,13 +373,13 @@ func covers(w, h string) bool {
 // resolveBackends resolves r's rules' backends, and says in a
 // ResolvedRefs condition how: the first reference that did not resolve
 // names the reason.
-func resolveBackends(s *snapshot, r *gatewayv1.HTTPRoute) ([][]dataplane.Backend, metav1.Condition) {
+func resolveBackends(s *snapshot, r *routeSpec) ([][]dataplane.Backend, metav1.Condition) {
 	resolved := condition(r.Generation, gatewayv1.RouteConditionResolvedRefs, true, gatewayv1.RouteReasonResolvedRefs, "")
 	var all [][]dataplane.Backend
-	for i, rule := range r.Spec.Rules {
+	for i, rule := range r.rules {
 		var backends []dataplane.Backend
-		for j, ref := range rule.BackendRefs {
-			b, reason, msg := resolveBackend(s, r.Namespace, ref.BackendObjectReference)
+		for j, ref := range rule.backendRefs {
+			b, reason, msg := resolveBackend(s, r.kind, r.Namespace, ref.BackendObjectReference)
 			b.Weight = ptr.Deref(ref.Weight, 1)
 			if reason != "" && resolved.Status == metav1.ConditionTrue {
 				resolved = condition(r.Generation, gatewayv1.RouteConditionResolvedRefs, false, reason,
@@ -230,16 +392,17 @@ func resolveBackends(s *snapshot, r *gatewayv1.HTTPRoute) ([][]dataplane.Backend
 	return all, resolved
 }
 
-// resolveBackend is the Service port ref names from namespace from, or why
-// it is none.
-func resolveBackend(s *snapshot, from string, ref gatewayv1.BackendObjectReference) (dataplane.Backend, gatewayv1.RouteConditionReason, string) {
+// resolveBackend is the Service port ref of a route of kind names from
+// namespace from, or why it is none. A GRPCRoute's backends speak HTTP/2
+// in the clear (h2c), as does a port whose appProtocol says so.
+func resolveBackend(s *snapshot, kind gatewayv1.Kind, from string, ref gatewayv1.BackendObjectReference) (dataplane.Backend, gatewayv1.RouteConditionReason, string) {
 	ns := string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(from)))
 	b := dataplane.Backend{Namespace: ns, Service: string(ref.Name), Port: int32(ptr.Deref(ref.Port, 0)), Invalid: true}
 	if ptr.Deref(ref.Group, "") != "" || ptr.Deref(ref.Kind, "Service") != "Service" {
 		return b, gatewayv1.RouteReasonInvalidKind, fmt.Sprintf("a %s.%s is no backend: Services are", ptr.Deref(ref.Kind, "Service"), ptr.Deref(ref.Group, ""))
 	}
-	if ns != from && !granted(s, "HTTPRoute", from, "", "Service", ns, string(ref.Name)) {
-		return b, gatewayv1.RouteReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s lets HTTPRoutes of %s use Service %s", ns, from, ref.Name)
+	if ns != from && !granted(s, string(kind), from, "", "Service", ns, string(ref.Name)) {
+		return b, gatewayv1.RouteReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s lets %ss of %s use Service %s", ns, kind, from, ref.Name)
 	}
 	svc := s.services[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
 	if svc == nil {
@@ -250,6 +413,9 @@ func resolveBackend(s *snapshot, from string, ref gatewayv1.BackendObjectReferen
 		return b, gatewayv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, b.Port)
 	}
 	b.PortName, b.Invalid = port.Name, false
+	if kind == kindGRPCRoute || ptr.Deref(port.AppProtocol, "") == appProtocolH2C {
+		b.Protocol = dataplane.ProtocolH2C
+	}
 	return b, "", ""
 }
 
@@ -265,9 +431,9 @@ func servicePort(svc *corev1.Service, port int32) (corev1.ServicePort, bool) {
 
 // unsupportedFilter is the first filter of r's rules the nodes do not
 // apply, or "".
-func unsupportedFilter(r *gatewayv1.HTTPRoute) gatewayv1.HTTPRouteFilterType {
-	for _, rule := range r.Spec.Rules {
-		for _, f := range rule.Filters {
+func unsupportedFilter(r *routeSpec) gatewayv1.HTTPRouteFilterType {
+	for _, rule := range r.rules {
+		for _, f := range rule.filters {
 			if !slices.Contains(supportedFilters, f.Type) {
 				return f.Type
 			}

@@ -17,12 +17,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// Version is the Config format's; a node refuses a Config of another.
-const Version = 1
+// Version is the Config format's; a node refuses a Config of another (and
+// serves what it served): 2 added Port.Passthrough, which a node of
+// format 1 would serve as HTTP, and Port.Address.
+const Version = 2
 
 // The published Config: one Secret, its gzipped JSON under ConfigKey,
 // which the nodes' agents may read (and no other Secret).
@@ -38,15 +41,50 @@ type Config struct {
 	// Generation counts the Configs published; a node reports the one it
 	// serves (GenerationAnnotation).
 	Generation int64 `json:"generation"`
-	// Ports are the ports to listen on, each once.
+	// Ports are the ports to serve, each address and port once.
 	Ports []Port `json:"ports,omitempty"`
+	// Pool is the range of the Gateways' own addresses
+	// (--gateway-addresses), if any: a node holds on its network the
+	// ones Announce gives it, and none other of the pool.
+	Pool *AddressRange `json:"pool,omitempty"`
+	// Announce are the Gateways' own addresses, each with the node that
+	// holds it (and so answers for it on its network).
+	Announce []Announcement `json:"announce,omitempty"`
+}
+
+// AddressRange is a range of addresses, First to Last.
+type AddressRange struct {
+	First netip.Addr `json:"first"`
+	Last  netip.Addr `json:"last"`
+}
+
+// Contains reports whether a is in r.
+func (r AddressRange) Contains(a netip.Addr) bool {
+	return r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0
+}
+
+func (r AddressRange) String() string { return r.First.String() + "-" + r.Last.String() }
+
+// Announcement is a Gateway's own address and the node that holds it.
+type Announcement struct {
+	Address netip.Addr `json:"address"`
+	Node    string     `json:"node"`
 }
 
 // Port is one port of the nodes and what it serves.
 type Port struct {
-	Port int32 `json:"port"`
+	// Address is the Gateway's own address the port serves (connections
+	// to it); invalid: the nodes' own addresses, where every Gateway
+	// without an address of its own and the Ingresses are served.
+	Address netip.Addr `json:"address,omitzero"`
+	Port    int32      `json:"port"`
 	// TLS says the port terminates TLS: HTTPS.
 	TLS bool `json:"tls,omitempty"`
+	// Passthrough says the port passes TLS connections through to the
+	// backends as they came (a TLS listener of mode Passthrough): the
+	// server name a client asks for (SNI) chooses the host and the route,
+	// whose Match is not used.
+	Passthrough bool `json:"passthrough,omitempty"`
 	// Hosts are the listeners' hostnames. A request is served by the
 	// most specific one its host matches (an exact name, then the longest
 	// wildcard, then ""), and only by its routes: a Gateway's listeners
@@ -105,11 +143,18 @@ type Backend struct {
 	Port     int32  `json:"port"`
 	PortName string `json:"portName,omitempty"`
 	Weight   int32  `json:"weight"`
+	// Protocol is how the backend is spoken to: "" HTTP/1.1,
+	// ProtocolH2C HTTP/2 in the clear (a GRPCRoute's, or a port whose
+	// appProtocol is kubernetes.io/h2c).
+	Protocol string `json:"protocol,omitempty"`
 	// Invalid is a reference that did not resolve (a missing Service, a
 	// cross-namespace one no ReferenceGrant allows): its share of the
 	// requests gets 500.
 	Invalid bool `json:"invalid,omitempty"`
 }
+
+// ProtocolH2C is a Backend's Protocol for HTTP/2 in the clear.
+const ProtocolH2C = "h2c"
 
 // Encode returns c as the Secret holds it.
 func Encode(c *Config) ([]byte, error) {

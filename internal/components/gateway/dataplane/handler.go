@@ -36,6 +36,7 @@ type handler struct {
 // proxied is what a proxied request carries to the proxy's hooks.
 type proxied struct {
 	target   string // the endpoint, host:port
+	protocol string // the backend's Protocol
 	response *gatewayv1.HTTPHeaderFilter
 }
 
@@ -112,7 +113,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	ctx := context.WithValue(r.Context(), proxiedKey{}, &proxied{target: target, response: response})
+	ctx := context.WithValue(r.Context(), proxiedKey{}, &proxied{target: target, protocol: backend.Protocol, response: response})
 	h.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -217,16 +218,38 @@ func (h *handler) redirect(w http.ResponseWriter, r *http.Request, route *compil
 	w.WriteHeader(code)
 }
 
+// transport reaches each backend in its protocol: HTTP/1.1, or HTTP/2 in
+// the clear (gRPC's).
+type transport struct {
+	http1, h2c *http.Transport
+}
+
 // newTransport is how the nodes reach the backends: kept-alive
 // connections, bounded waits for a connection and for a response's
 // headers never (a stream may wait long).
-func newTransport() *http.Transport {
-	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-		// What the client asked for, as it asked: no compression added.
-		DisableCompression: true,
-		ForceAttemptHTTP2:  false,
+func newTransport() *transport {
+	t := func(protocols func(*http.Protocols)) *http.Transport {
+		p := &http.Protocols{}
+		protocols(p)
+		return &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+			// What the client asked for, as it asked: no compression added.
+			DisableCompression: true,
+			Protocols:          p,
+		}
 	}
+	return &transport{
+		http1: t(func(p *http.Protocols) { p.SetHTTP1(true) }),
+		h2c:   t(func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) }),
+	}
+}
+
+// RoundTrip implements http.RoundTripper for the proxy.
+func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if p, ok := r.Context().Value(proxiedKey{}).(*proxied); ok && p.protocol == ProtocolH2C {
+		return t.h2c.RoundTrip(r)
+	}
+	return t.http1.RoundTrip(r)
 }

@@ -221,3 +221,49 @@ func TestReplacePrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestH2C: a request that comes in HTTP/2 in the clear (as gRPC clients
+// send it) reaches an h2c backend in HTTP/2, and the backend's trailers
+// (gRPC's status) come back.
+func TestH2C(t *testing.T) {
+	h2c := func() *http.Protocols {
+		p := &http.Protocols{}
+		p.SetUnencryptedHTTP2(true)
+		return p
+	}
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "Grpc-Status")
+		w.Header().Set("X-Proto", r.Proto)
+		io.WriteString(w, r.URL.Path)
+		w.Header().Set("Grpc-Status", "0")
+	}))
+	backend.Config.Protocols = h2c()
+	backend.Start()
+	defer backend.Close()
+	h := newHandler(80, false, fixedEndpoints{addr: strings.TrimPrefix(backend.URL, "http://")}, newTransport())
+	backends := to("grpc")
+	backends[0].Protocol = ProtocolH2C
+	routes, errs := compile(&Port{Port: 80, Hosts: []Host{{Routes: []Route{{Name: "grpc", Match: prefix("/"), Backends: backends}}}}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	h.routes.Store(routes)
+	gateway := httptest.NewUnstartedServer(h)
+	gateway.Config.Protocols = h2c()
+	gateway.Start()
+	defer gateway.Close()
+
+	client := &http.Client{Transport: &http.Transport{Protocols: h2c()}}
+	resp, err := client.Post(gateway.URL+"/echo.Echo/Ping", "application/grpc", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.ProtoMajor != 2 || resp.Header.Get("X-Proto") != "HTTP/2.0" || string(body) != "/echo.Echo/Ping" {
+		t.Errorf("the gateway answered in %s, the backend saw %q and answered %q: want HTTP/2 both ways and the path", resp.Proto, resp.Header.Get("X-Proto"), body)
+	}
+	if got := resp.Trailer.Get("Grpc-Status"); got != "0" {
+		t.Errorf("trailer Grpc-Status %q, want the backend's 0", got)
+	}
+}

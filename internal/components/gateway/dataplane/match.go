@@ -143,20 +143,24 @@ func (pr *portRoutes) lookup(host string) *hostRoutes {
 	return pr.any
 }
 
+// routes are the routes whose hostnames match host (requestHost) most
+// specifically, in precedence order.
+func (hr *hostRoutes) routes(host string) []*compiledRoute {
+	if routes, ok := hr.exact[host]; ok {
+		return routes
+	}
+	for _, w := range hr.wildcards {
+		if len(host) > len(w.suffix) && strings.HasSuffix(host, w.suffix) {
+			return w.routes
+		}
+	}
+	return hr.any
+}
+
 // match is the first route that matches r of those whose hostnames match
 // r's host (requestHost) most specifically.
 func (hr *hostRoutes) match(host string, r *http.Request) *compiledRoute {
-	routes, ok := hr.exact[host]
-	if !ok {
-		routes = hr.any
-		for _, w := range hr.wildcards {
-			if len(host) > len(w.suffix) && strings.HasSuffix(host, w.suffix) {
-				routes = w.routes
-				break
-			}
-		}
-	}
-	for _, cr := range routes {
+	for _, cr := range hr.routes(host) {
 		if cr.matches(r) {
 			return cr
 		}

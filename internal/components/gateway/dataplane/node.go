@@ -4,16 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log"
-	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,14 +88,16 @@ func Run(ctx context.Context, n Node) error {
 			}
 		}
 	}
-	s := &servers{node: n, endpoints: sliceEndpoints{endpointSlices.Lister()}, transport: newTransport(), ports: map[int32]*listener{}}
+	s := &servers{node: n, endpoints: sliceEndpoints{endpointSlices.Lister()}, transport: newTransport(), sockets: map[int32]*socket{}}
 	defer s.closeAll()
+	held := &holder{node: n.Name}
+	defer held.release(ctx)
 	served := int64(-1)
 	for {
 		cfg, err := read(secret.Lister())
 		if err != nil {
 			logger.Error(err, "Reading the data plane's configuration")
-		} else if failed := s.apply(ctx, cfg); !failed && cfg.Generation != served {
+		} else if listening, holding := s.apply(ctx, cfg), held.hold(ctx, cfg); listening && holding && cfg.Generation != served {
 			if err := annotate(ctx, n, cfg.Generation); err != nil {
 				logger.Error(err, "Reporting the configuration served on the Node")
 			} else {
@@ -112,7 +109,8 @@ func Run(ctx context.Context, n Node) error {
 			return nil
 		case <-changed:
 		case <-time.After(retryInterval):
-			// A port that could not listen is tried again.
+			// A port that could not listen, an address not held, are
+			// tried again.
 		}
 	}
 }
@@ -135,121 +133,6 @@ func annotate(ctx context.Context, n Node, generation int64) error {
 	}
 	_, err = n.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
-}
-
-// servers are the node's listening ports.
-type servers struct {
-	node      Node
-	endpoints Endpoints
-	transport http.RoundTripper
-	ports     map[int32]*listener
-}
-
-// listener is one port served.
-type listener struct {
-	tls     bool
-	handler *handler
-	srv     *http.Server
-	certs   sync.Map // "certs" -> *certIndex
-}
-
-// apply makes the node serve cfg: a port listens once, each its routes
-// swapped whole; a port no longer in cfg finishes its requests and
-// closes. It reports whether a port could not listen.
-func (s *servers) apply(ctx context.Context, cfg *Config) (failed bool) {
-	logger := klog.FromContext(ctx)
-	want := map[int32]bool{}
-	for i := range cfg.Ports {
-		p := &cfg.Ports[i]
-		want[p.Port] = true
-		l := s.ports[p.Port]
-		if l != nil && l.tls != p.TLS {
-			s.close(p.Port)
-			l = nil
-		}
-		if l == nil {
-			var err error
-			if l, err = s.listen(ctx, p); err != nil {
-				logger.Error(err, "The node cannot serve a port of its Gateways or Ingresses; tried again", "port", p.Port)
-				failed = true
-				continue
-			}
-			s.ports[p.Port] = l
-		}
-		routes, errs := compile(p)
-		for _, err := range errs {
-			logger.Error(err, "A route left out", "port", p.Port)
-		}
-		l.handler.routes.Store(routes)
-		if p.TLS {
-			l.certs.Store("certs", indexCertificates(ctx, p))
-		}
-	}
-	for port := range s.ports {
-		if !want[port] {
-			s.close(port)
-		}
-	}
-	return failed
-}
-
-// listen starts serving p.
-func (s *servers) listen(ctx context.Context, p *Port) (*listener, error) {
-	addr := ""
-	if s.node.Address.IsValid() {
-		addr = s.node.Address.String()
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(int(p.Port))))
-	if err != nil {
-		return nil, err
-	}
-	l := &listener{tls: p.TLS, handler: newHandler(p.Port, p.TLS, s.endpoints, s.transport)}
-	l.srv = &http.Server{
-		Handler:           l.handler,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          log.New(klogWriter{klog.FromContext(ctx)}, "", 0),
-	}
-	if p.TLS {
-		l.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			idx, _ := l.certs.Load("certs")
-			if idx == nil {
-				return nil, errors.New("no certificate")
-			}
-			return idx.(*certIndex).get(hello.ServerName)
-		}}
-	}
-	go func() {
-		var err error
-		if p.TLS {
-			err = l.srv.ServeTLS(ln, "", "")
-		} else {
-			err = l.srv.Serve(ln)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.FromContext(ctx).Error(err, "Serving a port stopped", "port", p.Port)
-		}
-	}()
-	klog.FromContext(ctx).Info("Serving a port of the cluster's Gateways and Ingresses", "port", p.Port, "tls", p.TLS)
-	return l, nil
-}
-
-// close stops serving port: its requests in flight finish first.
-func (s *servers) close(port int32) {
-	l := s.ports[port]
-	delete(s.ports, port)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-		defer cancel()
-		_ = l.srv.Shutdown(ctx)
-	}()
-}
-
-func (s *servers) closeAll() {
-	for port := range s.ports {
-		s.close(port)
-	}
 }
 
 // certIndex finds the certificate of a TLS client's server name, as
