@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,8 @@ var (
 		"the conformance profiles to run, comma-separated (GATEWAY-HTTP, ...); default: CI's slice, the core tests of GATEWAY-HTTP, GATEWAY-GRPC and GATEWAY-TLS")
 	reportDir = flag.String("gatewayapi.report", "",
 		"directory for the suite's ConformanceReport (default: the test's temporary directory, removed after)")
+	channel = flag.String("gatewayapi.channel", "",
+		"the Gateway API release channel whose CRDs the server installs (--gateway-api-channel): experimental for its fields' features (HTTPRouteRetry); default: the server's default")
 	cacheDir = flag.String("gatewayapi.cache", "",
 		"directory keeping the build (Debian's packages, the programs) between runs (default: the test's temporary directory)")
 )
@@ -64,7 +67,11 @@ var cluster = conformance.Shape{ServerNode: "gateway-a", Agents: []conformance.M
 // features the class says it supports too) and writes the suite's
 // ConformanceReport to -gatewayapi.report.
 func TestGatewayAPIConformance(t *testing.T) {
-	conformance.Run(t, cluster, build, func(ctx context.Context, t *testing.T, c *conformance.Cluster) {
+	shape := cluster
+	if *channel != "" {
+		shape.ServerArgs = append(slices.Clone(shape.ServerArgs), "--gateway-api-channel="+*channel)
+	}
+	conformance.Run(t, shape, build, func(ctx context.Context, t *testing.T, c *conformance.Cluster) {
 		opts := options(t, c)
 		start := time.Now()
 		gatewayconformance.RunConformanceWithOptions(t, opts)

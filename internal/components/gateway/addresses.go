@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -83,7 +84,7 @@ func assignAddresses(pool dataplane.AddressRange, gateways []*gatewayv1.Gateway)
 	own, unusable = map[types.NamespacedName]netip.Addr{}, map[types.NamespacedName]string{}
 	taken := map[netip.Addr]types.NamespacedName{}
 	for _, g := range gateways {
-		if len(g.Spec.Addresses) == 0 {
+		if !asks(g) {
 			continue
 		}
 		addr, why := requested(pool, g.Spec.Addresses)
@@ -97,7 +98,7 @@ func assignAddresses(pool dataplane.AddressRange, gateways []*gatewayv1.Gateway)
 		own[nameOf(g)], taken[addr] = addr, nameOf(g)
 	}
 	for _, g := range gateways {
-		if len(g.Spec.Addresses) > 0 {
+		if asks(g) {
 			continue
 		}
 		for _, a := range g.Status.Addresses {
@@ -110,7 +111,7 @@ func assignAddresses(pool dataplane.AddressRange, gateways []*gatewayv1.Gateway)
 	}
 	next := pool.First
 	for _, g := range gateways {
-		if _, ok := own[nameOf(g)]; ok || len(g.Spec.Addresses) > 0 {
+		if _, ok := own[nameOf(g)]; ok || asks(g) {
 			continue
 		}
 		for _, ok := taken[next]; next.IsValid() && pool.Contains(next) && ok; _, ok = taken[next] {
@@ -122,6 +123,12 @@ func assignAddresses(pool dataplane.AddressRange, gateways []*gatewayv1.Gateway)
 		own[nameOf(g)], taken[next] = next, nameOf(g)
 	}
 	return own, unusable
+}
+
+// asks reports whether g's spec.addresses ask for a particular address:
+// one without a value asks for any.
+func asks(g *gatewayv1.Gateway) bool {
+	return slices.ContainsFunc(g.Spec.Addresses, func(a gatewayv1.GatewaySpecAddress) bool { return a.Value != "" })
 }
 
 // requested is the address of the pool a Gateway's spec.addresses ask

@@ -317,7 +317,7 @@ func (c *controller) writeStatuses(ctx context.Context, m *model) error {
 		if err != nil {
 			continue
 		}
-		errs = append(errs, writeClass(ctx, c.gw, class, conds, supportedFeatures(c.opts.Addresses != nil)))
+		errs = append(errs, writeClass(ctx, c.gw, class, conds, supportedFeatures(c.opts)))
 	}
 	for nn, st := range m.gateways {
 		g, err := gv.Gateways().Lister().Gateways(nn.Namespace).Get(nn.Name)
@@ -472,17 +472,24 @@ func deref[T any](p *T) any {
 // kubeboot's GatewayClass says (and the Gateway API's conformance suite
 // takes as the ones to test): the core ones, and each extended one the
 // suite passes (docs/conformance.md); static addresses with a range of
-// the Gateways' own.
-func supportedFeatures(ownAddresses bool) []gatewayv1.SupportedFeature {
+// the Gateways' own, and the experimental channel's fields where its CRDs
+// are installed (the standard channel's would prune them).
+func supportedFeatures(opts Options) []gatewayv1.SupportedFeature {
 	names := []string{"Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "ReferenceGrant",
 		"GatewayPort8080", "GatewayHTTPListenerIsolation",
 		"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
 		"HTTPRouteHostRewrite", "HTTPRoutePathRewrite", "HTTPRoutePathRedirect", "HTTPRouteSchemeRedirect", "HTTPRoutePortRedirect",
 		"HTTPRouteMethodMatching", "HTTPRouteQueryParamMatching", "HTTPRouteResponseHeaderModification",
 		"HTTPRouteParentRefPort", "HTTPRouteDestinationPortMatching", "HTTPRouteNamedRouteRule", "HTTPRouteBackendProtocolWebSocket",
-		"HTTPRouteBackendProtocolH2C", "GRPCRouteNamedRouteRule"}
-	if ownAddresses {
-		names = append(names, "GatewayStaticAddresses")
+		"HTTPRouteBackendProtocolH2C", "GRPCRouteNamedRouteRule",
+		"HTTPRouteRequestTimeout", "HTTPRouteBackendTimeout", "HTTPRouteBackendRequestHeaderModification",
+		"HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors", "HTTPRouteRequestPercentageMirror", "HTTPRouteCORS",
+		"GatewayHTTPSListenerDetectMisdirectedRequests"}
+	if opts.Addresses != nil {
+		names = append(names, "GatewayStaticAddresses", "GatewayAddressEmpty")
+	}
+	if opts.Channel == ChannelExperimental {
+		names = append(names, "HTTPRouteRetry")
 	}
 	out := make([]gatewayv1.SupportedFeature, 0, len(names))
 	for _, n := range names {
@@ -493,9 +500,9 @@ func supportedFeatures(ownAddresses bool) []gatewayv1.SupportedFeature {
 }
 
 // updateClassStatus says the GatewayClass is accepted, at install.
-func updateClassStatus(ctx context.Context, gw gatewayclient.Interface, class *gatewayv1.GatewayClass, ownAddresses bool) error {
+func updateClassStatus(ctx context.Context, gw gatewayclient.Interface, class *gatewayv1.GatewayClass, opts Options) error {
 	m := build(&snapshot{classes: []*gatewayv1.GatewayClass{class}})
-	return writeClass(ctx, gw, class, m.classes[class.Name], supportedFeatures(ownAddresses))
+	return writeClass(ctx, gw, class, m.classes[class.Name], supportedFeatures(opts))
 }
 
 func joinErrors(errs []error) error {

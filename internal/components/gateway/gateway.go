@@ -255,7 +255,7 @@ func (c *Component) install(ctx context.Context, config *rest.Config, kube kuber
 		if err := c.applyPolicies(ctx, config); err != nil {
 			return err
 		}
-		if err := ensureGatewayClass(ctx, gw, c.opts.Addresses != nil); err != nil {
+		if err := ensureGatewayClass(ctx, gw, c.opts); err != nil {
 			return fmt.Errorf("GatewayClass %s: %w", ClassName, err)
 		}
 	} else if err := removeGatewayClass(ctx, gw); err != nil {
@@ -292,7 +292,7 @@ func (c *Component) applyPolicies(ctx context.Context, config *rest.Config) erro
 
 // ensureGatewayClass creates kubeboot's GatewayClass if missing, and says
 // it is accepted (its controller's status; the controller keeps it).
-func ensureGatewayClass(ctx context.Context, gw gatewayclient.Interface, ownAddresses bool) error {
+func ensureGatewayClass(ctx context.Context, gw gatewayclient.Interface, opts Options) error {
 	classes := gw.GatewayV1().GatewayClasses()
 	class, err := classes.Get(ctx, ClassName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -303,7 +303,7 @@ func ensureGatewayClass(ctx context.Context, gw gatewayclient.Interface, ownAddr
 	if err != nil || class.Spec.ControllerName != ControllerName {
 		return err
 	}
-	return updateClassStatus(ctx, gw, class, ownAddresses)
+	return updateClassStatus(ctx, gw, class, opts)
 }
 
 // removeGatewayClass deletes kubeboot's GatewayClass, if it is kubeboot's.

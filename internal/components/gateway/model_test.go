@@ -17,7 +17,7 @@ import (
 )
 
 // selfSigned is a certificate and key for host, PEM.
-func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
+func selfSigned(t testing.TB, host string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	kp, err := pki.NewSelfSigned(pki.ServingSpec{CommonName: host, DNSNames: []string{host}})
 	if err != nil {
@@ -651,6 +651,7 @@ func TestRequestedAddresses(t *testing.T) {
 		asking("hostname", 2, gatewayv1.HostnameAddressType, "gw.example"),
 		asking("taken", 3, gatewayv1.IPAddressType, "198.51.100.105"),
 		asking("any", 4, "", ""),
+		asking("no-value", 5, gatewayv1.IPAddressType, ""),
 	}
 	m := build(s)
 	for _, tc := range []struct {
@@ -661,6 +662,7 @@ func TestRequestedAddresses(t *testing.T) {
 		{"hostname", "False", "False", "Invalid", ""},
 		{"taken", "True", "False", "AddressNotUsable", ""},
 		{"any", "True", "True", "Programmed", "198.51.100.100"},
+		{"no-value", "True", "True", "Programmed", "198.51.100.101"},
 	} {
 		st := m.gateways[types.NamespacedName{Namespace: "app", Name: tc.name}]
 		wantCond(t, "Gateway "+tc.name, st.Conditions, "Accepted", metav1.ConditionStatus(tc.accepted), cond(st.Conditions, "Accepted").Reason)
@@ -674,8 +676,8 @@ func TestRequestedAddresses(t *testing.T) {
 		}
 	}
 	wantCond(t, "Gateway hostname", m.gateways[types.NamespacedName{Namespace: "app", Name: "hostname"}].Conditions, "Accepted", metav1.ConditionFalse, "UnsupportedAddress")
-	if got := len(m.config(1).Ports); got != 2 {
-		t.Errorf("%d ports served, want the two programmed Gateways'", got)
+	if got := len(m.config(1).Ports); got != 3 {
+		t.Errorf("%d ports served, want the three programmed Gateways'", got)
 	}
 
 	s.pool = nil

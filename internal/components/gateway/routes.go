@@ -21,7 +21,8 @@ import (
 // are of the same names).
 var supportedFilters = []gatewayv1.HTTPRouteFilterType{
 	gatewayv1.HTTPRouteFilterRequestHeaderModifier, gatewayv1.HTTPRouteFilterResponseHeaderModifier,
-	gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterURLRewrite,
+	gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterURLRewrite, gatewayv1.HTTPRouteFilterRequestMirror,
+	gatewayv1.HTTPRouteFilterCORS,
 }
 
 // routeKey names a route of either kind.
@@ -46,7 +47,21 @@ type ruleSpec struct {
 	// grpc ranks each match among a GRPCRoute's (nil: an HTTPRoute's).
 	grpc        []grpcRank
 	filters     []gatewayv1.HTTPRouteFilter
-	backendRefs []gatewayv1.BackendRef
+	backendRefs []backendRef
+	// timeouts and retry are an HTTPRoute rule's.
+	timeouts *gatewayv1.HTTPRouteTimeouts
+	retry    *gatewayv1.HTTPRouteRetry
+}
+
+// backendRef is a rule's backendRef and its own filters.
+type backendRef struct {
+	gatewayv1.BackendRef
+	filters []gatewayv1.HTTPRouteFilter
+}
+
+// backendFilters are the filters a backendRef may have of its own.
+var backendFilters = []gatewayv1.HTTPRouteFilterType{
+	gatewayv1.HTTPRouteFilterRequestHeaderModifier, gatewayv1.HTTPRouteFilterResponseHeaderModifier,
 }
 
 // grpcRank is what orders a GRPCRoute's match among others: the
@@ -65,12 +80,12 @@ func fromHTTPRoute(r *gatewayv1.HTTPRoute) *routeSpec {
 		if len(matches) == 0 {
 			matches = []gatewayv1.HTTPRouteMatch{{}}
 		}
-		rr := ruleSpec{filters: rule.Filters}
+		rr := ruleSpec{filters: rule.Filters, timeouts: rule.Timeouts, retry: rule.Retry}
 		for _, m := range matches {
 			rr.matches = append(rr.matches, normalize(m))
 		}
 		for _, b := range rule.BackendRefs {
-			rr.backendRefs = append(rr.backendRefs, b.BackendRef)
+			rr.backendRefs = append(rr.backendRefs, backendRef{b.BackendRef, b.Filters})
 		}
 		rs.rules = append(rs.rules, rr)
 	}
@@ -92,13 +107,9 @@ func fromGRPCRoute(r *gatewayv1.GRPCRoute) *routeSpec {
 			rr.matches = append(rr.matches, normalize(hm))
 			rr.grpc = append(rr.grpc, rank)
 		}
-		for _, f := range rule.Filters {
-			rr.filters = append(rr.filters, gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterType(f.Type),
-				RequestHeaderModifier: f.RequestHeaderModifier, ResponseHeaderModifier: f.ResponseHeaderModifier,
-				RequestMirror: f.RequestMirror, ExtensionRef: f.ExtensionRef})
-		}
+		rr.filters = grpcFilters(rule.Filters)
 		for _, b := range rule.BackendRefs {
-			rr.backendRefs = append(rr.backendRefs, b.BackendRef)
+			rr.backendRefs = append(rr.backendRefs, backendRef{b.BackendRef, grpcFilters(b.Filters)})
 		}
 		rs.rules = append(rs.rules, rr)
 	}
@@ -110,9 +121,24 @@ func fromGRPCRoute(r *gatewayv1.GRPCRoute) *routeSpec {
 func fromTLSRoute(r *gatewayv1.TLSRoute) *routeSpec {
 	rs := &routeSpec{kind: kindTLSRoute, ObjectMeta: r.ObjectMeta, parentRefs: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames}
 	for _, rule := range r.Spec.Rules {
-		rs.rules = append(rs.rules, ruleSpec{matches: []gatewayv1.HTTPRouteMatch{normalize(gatewayv1.HTTPRouteMatch{})}, backendRefs: rule.BackendRefs})
+		rr := ruleSpec{matches: []gatewayv1.HTTPRouteMatch{normalize(gatewayv1.HTTPRouteMatch{})}}
+		for _, b := range rule.BackendRefs {
+			rr.backendRefs = append(rr.backendRefs, backendRef{BackendRef: b})
+		}
+		rs.rules = append(rs.rules, rr)
 	}
 	return rs
+}
+
+// grpcFilters are a GRPCRoute's filters as HTTP's of the same type.
+func grpcFilters(filters []gatewayv1.GRPCRouteFilter) []gatewayv1.HTTPRouteFilter {
+	var out []gatewayv1.HTTPRouteFilter
+	for _, f := range filters {
+		out = append(out, gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterType(f.Type),
+			RequestHeaderModifier: f.RequestHeaderModifier, ResponseHeaderModifier: f.ResponseHeaderModifier,
+			RequestMirror: f.RequestMirror, ExtensionRef: f.ExtensionRef})
+	}
+	return out
 }
 
 // grpcMatch is the HTTP match of the requests a GRPCRoute's match
@@ -181,7 +207,7 @@ func (m *model) route(s *snapshot, r *routeSpec, gateways map[types.NamespacedNa
 
 // attach attaches r through ref to the listeners it selects and allows,
 // on the hostnames both have, and says how in an Accepted condition.
-func (m *model) attach(s *snapshot, r *routeSpec, ref gatewayv1.ParentReference, listeners []*listener, backends [][]dataplane.Backend) metav1.Condition {
+func (m *model) attach(s *snapshot, r *routeSpec, ref gatewayv1.ParentReference, listeners []*listener, backends []resolvedRule) metav1.Condition {
 	gen := r.Generation
 	var selected []*listener
 	for _, l := range listeners {
@@ -267,13 +293,13 @@ func (l *listener) otherKind(kind gatewayv1.Kind, hosts []string) string {
 }
 
 // addRules adds r's rules to a host, each match a route taking hostnames.
-func (m *model) addRules(hb *hostBuilder, r *routeSpec, hostnames []string, backends [][]dataplane.Backend) {
+func (m *model) addRules(hb *hostBuilder, r *routeSpec, hostnames []string, backends []resolvedRule) {
 	source := r.Namespace + "/" + r.Name
 	for i, rule := range r.rules {
 		for j, match := range rule.matches {
 			sr := sortedRoute{
 				route: dataplane.Route{Name: fmt.Sprintf("%s %s rule %d", r.kind, source, i), Hostnames: hostnames, Match: match,
-					Filters: rule.filters, Backends: backends[i]},
+					Filters: rule.filters, Backends: backends[i].backends, Mirrors: backends[i].mirrors, Timeouts: rule.timeouts, Retry: rule.retry},
 				created: r.CreationTimestamp, source: string(r.kind) + " " + source, index: i*1000 + j,
 			}
 			if rule.grpc != nil {
@@ -370,26 +396,57 @@ func covers(w, h string) bool {
 	return len(h) > len(suffix) && strings.HasSuffix(h, suffix)
 }
 
-// resolveBackends resolves r's rules' backends, and says in a
-// ResolvedRefs condition how: the first reference that did not resolve
-// names the reason.
-func resolveBackends(s *snapshot, r *routeSpec) ([][]dataplane.Backend, metav1.Condition) {
+// resolvedRule is a rule's backends and mirrors, resolved.
+type resolvedRule struct {
+	backends []dataplane.Backend
+	mirrors  []dataplane.Mirror
+}
+
+// resolveBackends resolves r's rules' backends and mirrors' backends, and
+// says in a ResolvedRefs condition how: the first reference that did not
+// resolve names the reason. A mirror whose backend does not resolve is
+// left out.
+func resolveBackends(s *snapshot, r *routeSpec) ([]resolvedRule, metav1.Condition) {
 	resolved := condition(r.Generation, gatewayv1.RouteConditionResolvedRefs, true, gatewayv1.RouteReasonResolvedRefs, "")
-	var all [][]dataplane.Backend
+	unresolved := func(reason gatewayv1.RouteConditionReason, format string, args ...any) {
+		if reason != "" && resolved.Status == metav1.ConditionTrue {
+			resolved = condition(r.Generation, gatewayv1.RouteConditionResolvedRefs, false, reason, fmt.Sprintf(format, args...))
+		}
+	}
+	var all []resolvedRule
 	for i, rule := range r.rules {
-		var backends []dataplane.Backend
+		var rr resolvedRule
 		for j, ref := range rule.backendRefs {
 			b, reason, msg := resolveBackend(s, r.kind, r.Namespace, ref.BackendObjectReference)
-			b.Weight = ptr.Deref(ref.Weight, 1)
-			if reason != "" && resolved.Status == metav1.ConditionTrue {
-				resolved = condition(r.Generation, gatewayv1.RouteConditionResolvedRefs, false, reason,
-					fmt.Sprintf("rules[%d].backendRefs[%d]: %s", i, j, msg))
-			}
-			backends = append(backends, b)
+			b.Weight, b.Filters = ptr.Deref(ref.Weight, 1), ref.filters
+			unresolved(reason, "rules[%d].backendRefs[%d]: %s", i, j, msg)
+			rr.backends = append(rr.backends, b)
 		}
-		all = append(all, backends)
+		for j, f := range rule.filters {
+			if f.Type != gatewayv1.HTTPRouteFilterRequestMirror || f.RequestMirror == nil {
+				continue
+			}
+			b, reason, msg := resolveBackend(s, r.kind, r.Namespace, f.RequestMirror.BackendRef)
+			unresolved(reason, "rules[%d].filters[%d].requestMirror.backendRef: %s", i, j, msg)
+			if reason == "" {
+				rr.mirrors = append(rr.mirrors, dataplane.Mirror{Backend: b, Percent: mirrorPercent(f.RequestMirror)})
+			}
+		}
+		all = append(all, rr)
 	}
 	return all, resolved
+}
+
+// mirrorPercent is the share of the requests a mirror filter copies, in
+// percent: its percent, or its fraction's; all by default.
+func mirrorPercent(f *gatewayv1.HTTPRequestMirrorFilter) float64 {
+	switch {
+	case f.Percent != nil:
+		return float64(*f.Percent)
+	case f.Fraction != nil && ptr.Deref(f.Fraction.Denominator, 100) > 0:
+		return 100 * float64(f.Fraction.Numerator) / float64(ptr.Deref(f.Fraction.Denominator, 100))
+	}
+	return 100
 }
 
 // resolveBackend is the Service port ref of a route of kind names from
@@ -429,13 +486,20 @@ func servicePort(svc *corev1.Service, port int32) (corev1.ServicePort, bool) {
 	return corev1.ServicePort{}, false
 }
 
-// unsupportedFilter is the first filter of r's rules the nodes do not
-// apply, or "".
+// unsupportedFilter is the first filter of r's rules, or of their
+// backendRefs, the nodes do not apply, or "".
 func unsupportedFilter(r *routeSpec) gatewayv1.HTTPRouteFilterType {
 	for _, rule := range r.rules {
 		for _, f := range rule.filters {
 			if !slices.Contains(supportedFilters, f.Type) {
 				return f.Type
+			}
+		}
+		for _, b := range rule.backendRefs {
+			for _, f := range b.filters {
+				if !slices.Contains(backendFilters, f.Type) {
+					return f.Type
+				}
 			}
 		}
 	}

@@ -131,6 +131,25 @@ type Route struct {
 	// Backends share the requests by weight. None: the route answers 500
 	// (its references did not resolve), unless a redirect answers.
 	Backends []Backend `json:"backends,omitempty"`
+	// Mirrors get a copy of a share of the requests (RequestMirror
+	// filters), their answers dropped.
+	Mirrors []Mirror `json:"mirrors,omitempty"`
+	// Timeouts are the rule's: Request bounds the whole request,
+	// BackendRequest each try of a backend (504 when one passes); "0s":
+	// none.
+	Timeouts *gatewayv1.HTTPRouteTimeouts `json:"timeouts,omitempty"`
+	// Retry is the rule's: a try answered with one of its codes (or that
+	// could not connect) is tried again, up to Attempts more times,
+	// Backoff apart, if the request's body is small enough to send again.
+	Retry *gatewayv1.HTTPRouteRetry `json:"retry,omitempty"`
+}
+
+// Mirror is a RequestMirror filter's backend and the share of the
+// requests it copies there.
+type Mirror struct {
+	Backend Backend `json:"backend"`
+	// Percent of the requests copied, 0 to 100.
+	Percent float64 `json:"percent"`
 }
 
 // Backend is a Service port the route sends requests to.
@@ -147,6 +166,9 @@ type Backend struct {
 	// ProtocolH2C HTTP/2 in the clear (a GRPCRoute's, or a port whose
 	// appProtocol is kubernetes.io/h2c).
 	Protocol string `json:"protocol,omitempty"`
+	// Filters are the backendRef's own, applied after the route's to the
+	// requests it gets: header modifiers.
+	Filters []gatewayv1.HTTPRouteFilter `json:"filters,omitempty"`
 	// Invalid is a reference that did not resolve (a missing Service, a
 	// cross-namespace one no ReferenceGrant allows): its share of the
 	// requests gets 500.

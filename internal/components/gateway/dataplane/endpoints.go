@@ -6,25 +6,43 @@ import (
 	"strconv"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
-// sliceEndpoints picks endpoints from EndpointSlices.
+// byService indexes EndpointSlices by their Service's namespace/name, so
+// that a request finds its backend's without a scan of the namespace.
+const byService = "service"
+
+// serviceIndexers are the EndpointSlice informer's indexers.
+var serviceIndexers = cache.Indexers{byService: func(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+}}
+
+// sliceEndpoints picks endpoints from EndpointSlices, indexed by
+// serviceIndexers.
 type sliceEndpoints struct {
-	slices discoverylisters.EndpointSliceLister
+	slices cache.Indexer
 }
 
 // Pick implements Endpoints: a ready endpoint of the backend's port, at
 // random.
 func (e sliceEndpoints) Pick(b *Backend) (string, bool) {
-	slices, err := e.slices.EndpointSlices(b.Namespace).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: b.Service}))
+	objs, err := e.slices.ByIndex(byService, b.Namespace+"/"+b.Service)
 	if err != nil {
 		return "", false
 	}
-	var ready []string
-	for _, s := range slices {
-		port, ok := slicePort(s, b)
+	// One pass, choosing each of the n ready endpoints seen with
+	// chance 1/n (reservoir sampling): no list per request.
+	var addr string
+	var port int32
+	n := 0
+	for _, obj := range objs {
+		s := obj.(*discoveryv1.EndpointSlice)
+		p, ok := slicePort(s, b)
 		if !ok {
 			continue
 		}
@@ -32,13 +50,15 @@ func (e sliceEndpoints) Pick(b *Backend) (string, bool) {
 			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
 				continue
 			}
-			ready = append(ready, net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(port))))
+			if n++; rand.IntN(n) == 0 {
+				addr, port = ep.Addresses[0], p
+			}
 		}
 	}
-	if len(ready) == 0 {
+	if n == 0 {
 		return "", false
 	}
-	return ready[rand.IntN(len(ready))], true
+	return net.JoinHostPort(addr, strconv.Itoa(int(port))), true
 }
 
 // slicePort is the port of s that serves the backend's Service port: the

@@ -1,13 +1,17 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,20 +34,28 @@ type handler struct {
 	tls       bool
 	routes    atomic.Pointer[portRoutes]
 	endpoints Endpoints
+	transport *transport
 	proxy     *httputil.ReverseProxy
 }
 
-// proxied is what a proxied request carries to the proxy's hooks.
+// proxied is what a proxied request carries to the proxy's hooks and
+// the transport.
 type proxied struct {
-	target   string // the endpoint, host:port
-	protocol string // the backend's Protocol
-	response *gatewayv1.HTTPHeaderFilter
+	target string // the endpoint, host:port
+	// backend is the backend's, route the route's (its timeouts and
+	// retry), repick another endpoint of the backend for a retry.
+	backend *Backend
+	route   *compiledRoute
+	repick  func() (string, bool)
+	// response are the response header modifiers, the route's then the
+	// backend's.
+	response []*gatewayv1.HTTPHeaderFilter
 }
 
 type proxiedKey struct{}
 
-func newHandler(port int32, tls bool, endpoints Endpoints, transport http.RoundTripper) *handler {
-	h := &handler{port: port, tls: tls, endpoints: endpoints}
+func newHandler(port int32, tls bool, endpoints Endpoints, transport *transport) *handler {
+	h := &handler{port: port, tls: tls, endpoints: endpoints, transport: transport}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			p := pr.In.Context().Value(proxiedKey{}).(*proxied)
@@ -53,15 +65,20 @@ func newHandler(port int32, tls bool, endpoints Endpoints, transport http.RoundT
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
 		},
-		Transport: transport,
+		Transport:  transport,
+		BufferPool: bufferPool{},
 		ModifyResponse: func(resp *http.Response) error {
-			if p := resp.Request.Context().Value(proxiedKey{}).(*proxied); p.response != nil {
-				modifyHeaders(resp.Header, p.response)
+			for _, f := range resp.Request.Context().Value(proxiedKey{}).(*proxied).response {
+				modifyHeaders(resp.Header, f)
 			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			klog.FromContext(r.Context()).V(4).Info("Proxying failed", "host", r.Host, "path", r.URL.Path, "err", err)
+			if errors.Is(err, context.DeadlineExceeded) {
+				w.WriteHeader(http.StatusGatewayTimeout)
+				return
+			}
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
@@ -75,6 +92,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if routes != nil {
 		host = routes.lookup(name)
 	}
+	// A request on a TLS connection whose server name chose another
+	// listener's host (and certificate) than its Host header does is
+	// misdirected (RFC 9110 15.5.20): an HTTP/2 client that reused the
+	// connection for another name asks again on a new one.
+	if h.tls && r.TLS != nil && r.TLS.ServerName != "" && routes != nil && routes.lookup(requestHost(r.TLS.ServerName)) != host {
+		http.Error(w, "Misdirected Request", http.StatusMisdirectedRequest)
+		return
+	}
 	var route *compiledRoute
 	if host != nil {
 		route = host.match(name, r)
@@ -83,7 +108,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	var response *gatewayv1.HTTPHeaderFilter
+	if route.requestTimeout > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), route.requestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	var response []*gatewayv1.HTTPHeaderFilter
 	for _, f := range route.Filters {
 		switch f.Type {
 		case gatewayv1.HTTPRouteFilterRequestHeaderModifier:
@@ -91,7 +121,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				modifyHeaders(r.Header, f.RequestHeaderModifier)
 			}
 		case gatewayv1.HTTPRouteFilterResponseHeaderModifier:
-			response = f.ResponseHeaderModifier
+			if f.ResponseHeaderModifier != nil {
+				response = append(response, f.ResponseHeaderModifier)
+			}
 		case gatewayv1.HTTPRouteFilterRequestRedirect:
 			if f.RequestRedirect != nil {
 				h.redirect(w, r, route, f.RequestRedirect, response)
@@ -101,6 +133,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if f.URLRewrite != nil {
 				rewrite(r, route, f.URLRewrite)
 			}
+		case gatewayv1.HTTPRouteFilterCORS:
+			if f.CORS != nil {
+				headers, answered := cors(w, r, f.CORS)
+				if answered {
+					return
+				}
+				if headers != nil {
+					response = append(response, headers)
+				}
+			}
 		}
 	}
 	backend := pickBackend(route.Backends)
@@ -108,13 +150,92 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
+	for _, f := range backend.Filters {
+		switch {
+		case f.Type == gatewayv1.HTTPRouteFilterRequestHeaderModifier && f.RequestHeaderModifier != nil:
+			modifyHeaders(r.Header, f.RequestHeaderModifier)
+		case f.Type == gatewayv1.HTTPRouteFilterResponseHeaderModifier && f.ResponseHeaderModifier != nil:
+			response = append(response, f.ResponseHeaderModifier)
+		}
+	}
 	target, ok := h.endpoints.Pick(backend)
 	if !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	ctx := context.WithValue(r.Context(), proxiedKey{}, &proxied{target: target, protocol: backend.Protocol, response: response})
-	h.proxy.ServeHTTP(w, r.WithContext(ctx))
+	if (route.retries > 0 || len(route.Mirrors) > 0) && !replayable(r) {
+		klog.FromContext(r.Context()).V(4).Info("A request's body is too large to send again: no retries or mirrors", "route", route.Name)
+	}
+	h.mirror(r, route)
+	p := &proxied{target: target, backend: backend, route: route, response: response,
+		repick: func() (string, bool) { return h.endpoints.Pick(backend) }}
+	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), proxiedKey{}, p)))
+}
+
+// mirrorTimeout bounds a mirrored request.
+const mirrorTimeout = 30 * time.Second
+
+// mirror sends a copy of r to each of the route's mirrors that draws it,
+// in the background, its answer dropped; r's body must be replayable
+// (GetBody), else no copy goes.
+func (h *handler) mirror(r *http.Request, route *compiledRoute) {
+	for i := range route.Mirrors {
+		m := &route.Mirrors[i]
+		if r.GetBody == nil || m.Percent < 100 && rand.Float64()*100 >= m.Percent {
+			continue
+		}
+		target, ok := h.endpoints.Pick(&m.Backend)
+		body, err := r.GetBody()
+		if !ok || err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), mirrorTimeout)
+		req := r.Clone(ctx)
+		req.Body, req.RequestURI = body, ""
+		req.URL.Scheme, req.URL.Host = "http", target
+		for _, hop := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
+			req.Header.Del(hop)
+		}
+		rt := h.transport.http1
+		if m.Backend.Protocol == ProtocolH2C {
+			rt = h.transport.h2c
+		}
+		go func() {
+			defer cancel()
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				klog.FromContext(ctx).V(4).Info("A mirrored request failed", "route", route.Name, "err", err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+}
+
+// maxReplayBody bounds the body a request may have to be tried again: it
+// is kept in memory until the request ends.
+const maxReplayBody = 64 << 10
+
+// replayable makes r's body one that can be sent again (GetBody), if it
+// is small enough and of a known length, and says whether it is.
+func replayable(r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		r.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return true
+	}
+	if r.ContentLength < 0 || r.ContentLength > maxReplayBody {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReplayBody+1))
+	if err != nil || int64(len(body)) != r.ContentLength {
+		// Read, it cannot be sent at all: the backend gets what came.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return true
 }
 
 // pickBackend chooses a backend by weight: nil if there is none, or if
@@ -179,7 +300,7 @@ func rewrite(r *http.Request, route *compiledRoute, f *gatewayv1.HTTPURLRewriteF
 // redirect answers r with the redirect f describes: the request's URL
 // with the filter's scheme, host, port and path; a port that is the
 // scheme's own is left out of the Location.
-func (h *handler) redirect(w http.ResponseWriter, r *http.Request, route *compiledRoute, f *gatewayv1.HTTPRequestRedirectFilter, response *gatewayv1.HTTPHeaderFilter) {
+func (h *handler) redirect(w http.ResponseWriter, r *http.Request, route *compiledRoute, f *gatewayv1.HTTPRequestRedirectFilter, response []*gatewayv1.HTTPHeaderFilter) {
 	scheme := "http"
 	if h.tls {
 		scheme = "https"
@@ -211,8 +332,8 @@ func (h *handler) redirect(w http.ResponseWriter, r *http.Request, route *compil
 	if f.StatusCode != nil {
 		code = *f.StatusCode
 	}
-	if response != nil {
-		modifyHeaders(w.Header(), response)
+	for _, m := range response {
+		modifyHeaders(w.Header(), m)
 	}
 	w.Header().Set("Location", u.String())
 	w.WriteHeader(code)
@@ -222,6 +343,20 @@ func (h *handler) redirect(w http.ResponseWriter, r *http.Request, route *compil
 // the clear (gRPC's).
 type transport struct {
 	http1, h2c *http.Transport
+}
+
+// copyBuffers are the proxy's buffers for copying bodies, reused: without
+// a pool it allocates 32 KiB for every request.
+var copyBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+// bufferPool is copyBuffers as httputil.BufferPool.
+type bufferPool struct{}
+
+func (bufferPool) Get() []byte { return copyBuffers.Get().(*[32 << 10]byte)[:] }
+func (bufferPool) Put(b []byte) {
+	if len(b) == 32<<10 {
+		copyBuffers.Put((*[32 << 10]byte)(b))
+	}
 }
 
 // newTransport is how the nodes reach the backends: kept-alive
@@ -246,10 +381,90 @@ func newTransport() *transport {
 	}
 }
 
-// RoundTrip implements http.RoundTripper for the proxy.
+// RoundTrip implements http.RoundTripper for the proxy: each try bounded
+// by the route's backendRequest timeout, tried again as its retry says.
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if p, ok := r.Context().Value(proxiedKey{}).(*proxied); ok && p.protocol == ProtocolH2C {
-		return t.h2c.RoundTrip(r)
+	p, ok := r.Context().Value(proxiedKey{}).(*proxied)
+	if !ok {
+		return t.http1.RoundTrip(r)
 	}
-	return t.http1.RoundTrip(r)
+	rt := t.http1
+	if p.backend.Protocol == ProtocolH2C {
+		rt = t.h2c
+	}
+	retries := p.route.retries
+	if r.GetBody == nil {
+		retries = 0
+	}
+	target := r.URL.Host
+	for try := 0; ; try++ {
+		req := r
+		if try > 0 {
+			body, err := r.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req = r.Clone(r.Context())
+			req.Body, req.URL.Host = body, target
+		}
+		resp, err := tryOnce(rt, req, p.route.backendTimeout)
+		if err != nil {
+			// The same endpoint is tried again (its answers are the
+			// request's, as a client trying again would see them),
+			// unless it refused the connection.
+			if next, ok := p.repick(); ok {
+				target = next
+			}
+		}
+		if try == retries || !p.route.retryable(resp, err) {
+			return resp, err
+		}
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			resp.Body.Close()
+		}
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-time.After(p.route.backoff):
+		}
+	}
+}
+
+// tryOnce sends req, bounded by timeout if set: the bound holds until the
+// response's body is closed.
+func tryOnce(rt http.RoundTripper, req *http.Request, timeout time.Duration) (*http.Response, error) {
+	if timeout <= 0 {
+		return rt.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), timeout)
+	resp, err := rt.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+// cancelOnClose cancels a try's context once its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	defer c.cancel()
+	return c.ReadCloser.Close()
+}
+
+// retryable reports whether a try's outcome is tried again: a response
+// of one of the route's retry codes, or a connection the backend did not
+// accept (the request never reached it).
+func (cr *compiledRoute) retryable(resp *http.Response, err error) bool {
+	if err != nil {
+		var op *net.OpError
+		return errors.As(err, &op) && op.Op == "dial"
+	}
+	return cr.retryCodes[resp.StatusCode]
 }

@@ -1,12 +1,16 @@
 package dataplane
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -265,5 +269,214 @@ func TestH2C(t *testing.T) {
 	}
 	if got := resp.Trailer.Get("Grpc-Status"); got != "0" {
 		t.Errorf("trailer Grpc-Status %q, want the backend's 0", got)
+	}
+}
+
+// TestPolicies: a rule's timeouts answer 504 when the request, or a try
+// of the backend, takes longer ("0s": no bound); its retry tries again
+// on its codes only, as many times as it says, with the body sent again;
+// a backendRef's own filters modify the requests it gets and its
+// responses.
+func TestPolicies(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		mu.Lock()
+		hits[q.Get("id")]++
+		n := hits[q.Get("id")]
+		mu.Unlock()
+		if d, err := time.ParseDuration(q.Get("delay")); err == nil {
+			time.Sleep(d)
+		}
+		if fails, _ := strconv.Atoi(q.Get("fail")); n <= fails {
+			code, _ := strconv.Atoi(q.Get("code"))
+			w.WriteHeader(code)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo-Backend-Header", r.Header.Get("X-Backend-Header"))
+		fmt.Fprintf(w, "%s", body)
+	}))
+	defer backend.Close()
+	h := newHandler(80, false, fixedEndpoints{addr: strings.TrimPrefix(backend.URL, "http://")}, newTransport())
+	d := func(s string) *gatewayv1.Duration { return ptr.To(gatewayv1.Duration(s)) }
+	backendFiltered := to("web")
+	backendFiltered[0].Filters = []gatewayv1.HTTPRouteFilter{
+		{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X-Backend-Header", Value: "set"}}}},
+		{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{Add: []gatewayv1.HTTPHeader{{Name: "X-Backend-Response", Value: "added"}}}},
+	}
+	routes, errs := compile(&Port{Port: 80, Hosts: []Host{{Routes: []Route{
+		{Name: "request", Match: prefix("/request"), Backends: to("web"), Timeouts: &gatewayv1.HTTPRouteTimeouts{Request: d("200ms")}},
+		{Name: "backend", Match: prefix("/backend"), Backends: to("web"), Timeouts: &gatewayv1.HTTPRouteTimeouts{BackendRequest: d("200ms")}},
+		{Name: "none", Match: prefix("/none"), Backends: to("web"), Timeouts: &gatewayv1.HTTPRouteTimeouts{Request: d("0s")}},
+		{Name: "retry", Match: prefix("/retry"), Backends: to("web"), Retry: &gatewayv1.HTTPRouteRetry{Codes: []gatewayv1.HTTPRouteRetryStatusCode{500}, Attempts: ptr.To(2), Backoff: d("1ms")}},
+		{Name: "filtered", Match: prefix("/filtered"), Backends: backendFiltered},
+		{Name: "mirrored", Match: prefix("/mirrored"), Backends: to("web"), Mirrors: []Mirror{{Backend: to("copy")[0], Percent: 100}, {Backend: to("never")[0], Percent: 0}}},
+	}}}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	h.routes.Store(routes)
+	gateway := httptest.NewServer(h)
+	defer gateway.Close()
+
+	for _, tc := range []struct {
+		name, method, path, body string
+		code                     int
+		hits                     int // the backend's, 0: not checked
+	}{
+		{"within the request timeout", "GET", "/request?id=a", "", 200, 1},
+		{"past the request timeout", "GET", "/request?id=b&delay=1s", "", 504, 0},
+		{"past the backend's timeout", "GET", "/backend?id=c&delay=1s", "", 504, 0},
+		{"a timeout of 0s", "GET", "/none?id=d&delay=300ms", "", 200, 1},
+		{"two failures, two retries", "GET", "/retry?id=e&fail=2&code=500", "", 200, 3},
+		{"three failures, two retries", "GET", "/retry?id=f&fail=3&code=500", "", 500, 3},
+		{"a code not retried", "GET", "/retry?id=g&fail=1&code=503", "", 503, 1},
+		{"a body sent again", "POST", "/retry?id=h&fail=1&code=500", "the body", 200, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, gateway.URL+tc.path, strings.NewReader(tc.body))
+			if tc.body == "" {
+				req.Body = http.NoBody
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.code || tc.code == 200 && string(body) != tc.body {
+				t.Errorf("%d %q, want %d %q", resp.StatusCode, body, tc.code, tc.body)
+			}
+			id, _ := url.ParseQuery(strings.SplitN(tc.path, "?", 2)[1])
+			mu.Lock()
+			got := hits[id.Get("id")]
+			mu.Unlock()
+			if tc.hits > 0 && got != tc.hits {
+				t.Errorf("the backend got %d tries, want %d", got, tc.hits)
+			}
+		})
+	}
+
+	// The mirror's copy arrives beside the request, the body with it;
+	// the mirror of 0% gets none.
+	resp, err := http.Post(gateway.URL+"/mirrored?id=j", "text/plain", strings.NewReader("copied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := hits["j"]
+		mu.Unlock()
+		if got == 2 {
+			break
+		}
+		if got > 2 || time.Now().After(deadline) {
+			t.Fatalf("the backend got %d requests for a route with a mirror of 100%% and one of 0%%, want 2", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	resp, err = http.Get(gateway.URL + "/filtered?id=i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("X-Echo-Backend-Header") != "set" || resp.Header.Get("X-Backend-Response") != "added" {
+		t.Errorf("the backendRef's filters: request header %q, response header %q; want set, added",
+			resp.Header.Get("X-Echo-Backend-Header"), resp.Header.Get("X-Backend-Response"))
+	}
+}
+
+// TestMisdirected: on a TLS port, a request whose Host is served by
+// another listener host than the connection's server name chose gets
+// 421; one whose names choose the same host, or without a server name,
+// is served.
+func TestMisdirected(t *testing.T) {
+	redirect := func(name string) []Route {
+		return []Route{{Name: name, Match: prefix("/"), Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect,
+			RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Hostname: ptr.To(gatewayv1.PreciseHostname(name + ".redirect"))}}}}}
+	}
+	h := newHandler(443, true, fixedEndpoints{}, newTransport())
+	routes, errs := compile(&Port{Port: 443, TLS: true, Hosts: []Host{
+		{Hostname: "a.example", Routes: redirect("a")},
+		{Hostname: "*.wild.example", Routes: redirect("wild")},
+		{Routes: redirect("any")},
+	}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	h.routes.Store(routes)
+	for _, tc := range []struct {
+		serverName, host string
+		code             int
+	}{
+		{"a.example", "a.example", http.StatusFound},
+		{"a.example", "b.example", http.StatusMisdirectedRequest},
+		{"x.wild.example", "y.wild.example", http.StatusFound},
+		{"x.wild.example", "a.example", http.StatusMisdirectedRequest},
+		{"other.example", "b.example", http.StatusFound},
+		{"", "a.example", http.StatusFound},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "https://"+tc.host+"/", nil)
+		r.TLS.ServerName = tc.serverName
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.code {
+			t.Errorf("server name %q, Host %q: %d, want %d", tc.serverName, tc.host, w.Code, tc.code)
+		}
+	}
+}
+
+// roundRobin answers each Pick with the next of its endpoints.
+type roundRobin struct {
+	mu    sync.Mutex
+	addrs []string
+	next  int
+}
+
+func (e *roundRobin) Pick(*Backend) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.next++
+	return e.addrs[e.next%len(e.addrs)], true
+}
+
+// TestRetrySameEndpoint: a retry goes to the endpoint that answered (a
+// backend that fails its first tries of a request, counting them itself,
+// then succeeds), not to the next of the backend's endpoints.
+func TestRetrySameEndpoint(t *testing.T) {
+	var addrs []string
+	for range 2 {
+		var mu sync.Mutex
+		tries := map[string]int{}
+		b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			tries[r.URL.RawQuery]++
+			n := tries[r.URL.RawQuery]
+			mu.Unlock()
+			if n <= 2 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		}))
+		defer b.Close()
+		addrs = append(addrs, strings.TrimPrefix(b.URL, "http://"))
+	}
+	h := newHandler(80, false, &roundRobin{addrs: addrs}, newTransport())
+	routes, errs := compile(&Port{Port: 80, Hosts: []Host{{Routes: []Route{{Name: "retry", Match: prefix("/"), Backends: to("web"),
+		Retry: &gatewayv1.HTTPRouteRetry{Codes: []gatewayv1.HTTPRouteRetryStatusCode{503}, Attempts: ptr.To(2), Backoff: ptr.To(gatewayv1.Duration("1ms"))}}}}}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	h.routes.Store(routes)
+	for i := range 4 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, fmt.Sprintf("/?request=%d", i), nil))
+		if w.Code != http.StatusOK {
+			t.Errorf("request %d: %d after two failures and two retries, want 200", i, w.Code)
+		}
 	}
 }

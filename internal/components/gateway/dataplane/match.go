@@ -7,7 +7,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
+	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -37,7 +39,16 @@ type compiledRoute struct {
 	path    *regexp.Regexp   // a RegularExpression path's
 	headers []*regexp.Regexp // a RegularExpression header's, by index
 	query   []*regexp.Regexp // a RegularExpression query parameter's
+	// requestTimeout and backendTimeout are Timeouts' (0: none).
+	requestTimeout, backendTimeout time.Duration
+	// retryCodes, retries and backoff are Retry's.
+	retryCodes map[int]bool
+	retries    int
+	backoff    time.Duration
 }
+
+// defaultBackoff is the pause between tries when Retry names none.
+const defaultBackoff = 25 * time.Millisecond
 
 // compile indexes p's hosts and compiles their routes' expressions; a
 // route whose expression does not compile is left out, with an error.
@@ -88,6 +99,9 @@ func compile(p *Port) (*portRoutes, []error) {
 
 func compileRoute(r *Route) (compiledRoute, error) {
 	cr := compiledRoute{Route: r}
+	if err := cr.compilePolicies(); err != nil {
+		return cr, err
+	}
 	m := r.Match
 	if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gatewayv1.PathMatchRegularExpression && m.Path.Value != nil {
 		re, err := regexp.Compile("^(?:" + *m.Path.Value + ")$")
@@ -242,4 +256,41 @@ func replacePrefix(path, prefix, replacement string) string {
 		return "/"
 	}
 	return replacement + rest
+}
+
+// compilePolicies parses the route's timeouts and retry.
+func (cr *compiledRoute) compilePolicies() error {
+	duration := func(what string, d *gatewayv1.Duration) (time.Duration, error) {
+		if d == nil {
+			return 0, nil
+		}
+		v, err := time.ParseDuration(string(*d))
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("%s %q is not a duration", what, *d)
+		}
+		return v, nil
+	}
+	var err error
+	if t := cr.Timeouts; t != nil {
+		if cr.requestTimeout, err = duration("timeouts.request", t.Request); err != nil {
+			return err
+		}
+		if cr.backendTimeout, err = duration("timeouts.backendRequest", t.BackendRequest); err != nil {
+			return err
+		}
+	}
+	if r := cr.Retry; r != nil {
+		cr.retries = ptr.Deref(r.Attempts, 0)
+		cr.retryCodes = map[int]bool{}
+		for _, c := range r.Codes {
+			cr.retryCodes[int(c)] = true
+		}
+		if cr.backoff, err = duration("retry.backoff", r.Backoff); err != nil {
+			return err
+		}
+		if r.Backoff == nil {
+			cr.backoff = defaultBackoff
+		}
+	}
+	return nil
 }

@@ -78,7 +78,10 @@ func Run(ctx context.Context, n Node) error {
 		UpdateFunc: func(_, obj any) { trigger(obj) }, DeleteFunc: trigger}); err != nil {
 		return err
 	}
-	endpointSlices.Informer() // registered before the factory starts
+	// Registered, with its index, before the factory starts.
+	if err := endpointSlices.Informer().AddIndexers(serviceIndexers); err != nil {
+		return err
+	}
 	for _, f := range []informers.SharedInformerFactory{published, slices} {
 		f.StartWithContext(ctx)
 		defer f.Shutdown()
@@ -88,7 +91,7 @@ func Run(ctx context.Context, n Node) error {
 			}
 		}
 	}
-	s := &servers{node: n, endpoints: sliceEndpoints{endpointSlices.Lister()}, transport: newTransport(), sockets: map[int32]*socket{}}
+	s := &servers{node: n, endpoints: sliceEndpoints{endpointSlices.Informer().GetIndexer()}, transport: newTransport(), sockets: map[int32]*socket{}}
 	defer s.closeAll()
 	held := &holder{node: n.Name}
 	defer held.release(ctx)

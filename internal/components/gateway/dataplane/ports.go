@@ -24,7 +24,7 @@ const acceptRetry = 100 * time.Millisecond
 type servers struct {
 	node      Node
 	endpoints Endpoints
-	transport http.RoundTripper
+	transport *transport
 	sockets   map[int32]*socket
 }
 

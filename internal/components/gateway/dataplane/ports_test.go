@@ -23,12 +23,7 @@ func TestSocketEntries(t *testing.T) {
 		io.WriteString(w, r.Header.Get("X-Backend"))
 	}))
 	defer backend.Close()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := int32(free.Addr().(*net.TCPAddr).Port)
-	free.Close()
+	port := freePort(t)
 
 	tagged := func(address, name string) Port {
 		p := Port{Port: port, Hosts: []Host{{Routes: []Route{{Name: name, Match: prefix("/"), Backends: to(name),
@@ -81,4 +76,72 @@ func TestSocketEntries(t *testing.T) {
 	if _, err := get("127.0.0.2"); err == nil {
 		t.Error("the port still serves with no entry left")
 	}
+}
+
+// TestInFlightAcrossChange: a request in flight when its route is
+// removed, and when its whole port goes, finishes with its backend's
+// answer; the next one is not served.
+func TestInFlightAcrossChange(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 2)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		io.WriteString(w, "finished")
+	}))
+	defer backend.Close()
+	port := freePort(t)
+	s := &servers{node: Node{Address: netip.MustParseAddr("127.0.0.1")}, endpoints: fixedEndpoints{addr: backend.Listener.Addr().String()},
+		transport: newTransport(), sockets: map[int32]*socket{}}
+	defer s.closeAll()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := &Config{Ports: []Port{{Port: port, Hosts: []Host{{Routes: []Route{{Name: "slow", Match: prefix("/"), Backends: to("slow")}}}}}}}
+	s.apply(ctx, served)
+	url := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))) + "/"
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	type answer struct {
+		body string
+		err  error
+	}
+	inFlight := func() chan answer {
+		done := make(chan answer, 1)
+		go func() {
+			resp, err := client.Get(url)
+			if err != nil {
+				done <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			done <- answer{string(b), err}
+		}()
+		<-arrived
+		return done
+	}
+
+	routeGone := inFlight()
+	s.apply(ctx, &Config{Ports: []Port{{Port: port, Hosts: []Host{{}}}}})
+	if resp, err := client.Get(url); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a request after the route went: %v, %v; want 404", resp, err)
+	}
+	s.apply(ctx, served)
+	portGone := inFlight()
+	s.apply(ctx, &Config{})
+	close(release)
+	for what, done := range map[string]chan answer{"its route removed": routeGone, "its port closed": portGone} {
+		if a := <-done; a.err != nil || a.body != "finished" {
+			t.Errorf("a request in flight when %s: %q, %v; want the backend's answer", what, a.body, a.err)
+		}
+	}
+}
+
+// freePort is a port free on 127.0.0.1 now.
+func freePort(tb testing.TB) int32 {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return int32(l.Addr().(*net.TCPAddr).Port)
 }
