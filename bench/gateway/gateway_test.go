@@ -62,7 +62,9 @@ func BenchmarkRouteChange(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = http.Serve(backend, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })) }()
+	go func() {
+		_ = http.Serve(backend, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	}()
 	defer backend.Close()
 	backendPort := int32(backend.Addr().(*net.TCPAddr).Port)
 	ns := metav1.NamespaceDefault
