@@ -4,7 +4,8 @@
 // HTTPRoutes, each its own hostname, to a backend in this process (a
 // Service of an EndpointSlice naming it). It reports what the routes
 // cost the process's memory and how long an HTTPRoute's change takes to
-// reach traffic. run.sh makes the namespace. The data plane's own
+// reach traffic, and how soon a restarted process serves its Gateway
+// again. run.sh makes the namespace. The data plane's own
 // figures (requests/s against straight to the backend, the server's pass
 // and the node's apply) are internal/components/gateway's and
 // dataplane's benchmarks.
@@ -16,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -61,31 +64,9 @@ func BenchmarkRouteChange(b *testing.B) {
 	gw := gatewayclient.NewForConfigOrDie(config).GatewayV1()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	addr := harness.Addr(0)
 
-	// The backend: this process, as the endpoint of Service web.
-	backend, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() {
-		_ = http.Serve(backend, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-	}()
-	defer backend.Close()
-	backendPort := int32(backend.Addr().(*net.TCPAddr).Port)
-	ns := metav1.NamespaceDefault
-	if _, err := client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(backendPort)}}}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := client.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "web", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(backendPort)}},
-	}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	addr, ns := harness.Addr(0), metav1.NamespaceDefault
+	startBackend(ctx, b, client, addr)
 	if _, err := waitReadyNode(ctx, srv); err != nil {
 		b.Fatal(err)
 	}
@@ -137,6 +118,91 @@ func BenchmarkRouteChange(b *testing.B) {
 	b.ReportMetric(float64(after["VmRSS"]-before["VmRSS"])*1024/routeCount, "rss-bytes/route")
 	b.ReportMetric(float64(after["RssAnon"]-before["RssAnon"])*1024/routeCount, "anon-bytes/route")
 	b.ReportMetric((liveAfter-liveBefore)/routeCount, "live-heap-bytes/route")
+}
+
+// startBackend serves "ok" from this process at addr, as the endpoint of
+// Service web (an EndpointSlice of its own, no Pod).
+func startBackend(ctx context.Context, b *testing.B, client kubernetes.Interface, addr string) {
+	b.Helper()
+	backend, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		_ = http.Serve(backend, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	}()
+	b.Cleanup(func() { backend.Close() })
+	backendPort := int32(backend.Addr().(*net.TCPAddr).Port)
+	ns := metav1.NamespaceDefault
+	if _, err := client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(backendPort)}}}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := client.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(backendPort)}},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkRestart restarts `server --node` serving a Gateway and its
+// HTTPRoute (SIGTERM, then the same data dir) and times each new process
+// from its exec to the first request its Gateway answers 200, and to
+// /readyz.
+func BenchmarkRestart(b *testing.B) {
+	addr := harness.Addr(0)
+	harness.RequireAddrs(b, addr)
+	bin, err := harness.Binary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dataDir := filepath.Join(b.TempDir(), "data")
+	args := append(harness.NodeServerArgs(b, addr, ""), harness.EmbeddedContainerd(b, harness.NodeDir(dataDir))...)
+	srv := harness.StartReadyServer(b, 2*time.Minute, bin, dataDir, args...)
+	config, err := srv.Config()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	startBackend(ctx, b, srv.MustClient(b), addr)
+	if _, err := waitReadyNode(ctx, srv); err != nil {
+		b.Fatal(err)
+	}
+	gw := gatewayclient.NewForConfigOrDie(config).GatewayV1()
+	if _, err := gw.Gateways(metav1.NamespaceDefault).Create(ctx, &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "apps"},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: "kubeboot", Listeners: []gatewayv1.Listener{{Name: "http", Port: listenerPort, Protocol: gatewayv1.HTTPProtocolType}}}},
+		metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := gw.HTTPRoutes(metav1.NamespaceDefault).Create(ctx, route(0, initialPath), metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	waitServed(ctx, b, addr, 0, initialPath)
+
+	var served, ready []time.Duration
+	for b.Loop() {
+		if err := srv.Terminate(time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		done := make(chan time.Duration, 1)
+		go func() {
+			waitServed(ctx, b, addr, 0, initialPath)
+			done <- time.Since(start)
+		}()
+		srv = harness.StartReadyServer(b, 2*time.Minute, bin, dataDir, args...)
+		ready = append(ready, time.Since(start))
+		served = append(served, <-done)
+	}
+	slices.Sort(served)
+	slices.Sort(ready)
+	b.ReportMetric(ms(served[len(served)/2]), "served-p50-ms")
+	b.ReportMetric(ms(served[len(served)-1]), "served-max-ms")
+	b.ReportMetric(ms(ready[len(ready)/2]), "ready-p50-ms")
 }
 
 func name(i int) string { return fmt.Sprintf("route-%d", i) }
