@@ -22,10 +22,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gatewayscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
@@ -59,6 +62,8 @@ type controller struct {
 	// defaultCertificate is the Ingresses' default certificate, read (or
 	// made) at the first pass that needs it.
 	defaultCertificate *dataplane.Certificate
+	// recorder tells, as events, of the problems the statuses newly say.
+	recorder record.EventRecorder
 }
 
 func newController(opts Options, kube kubernetes.Interface, gw gatewayclient.Interface) *controller {
@@ -87,6 +92,10 @@ func (c *controller) run(ctx context.Context) error {
 	if err := c.watch(trigger); err != nil {
 		return err
 	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	c.recorder = broadcaster.NewRecorder(gatewayscheme.Scheme, corev1.EventSource{Component: Name})
 	for _, start := range []func(<-chan struct{}){c.kubeF.Start, c.tlsF.Start, c.gwF.Start} {
 		start(ctx.Done())
 	}
@@ -327,19 +336,19 @@ func (c *controller) writeStatuses(ctx context.Context, m *model) error {
 		errs = append(errs, c.writeGateway(ctx, g, st))
 	}
 	httpRoutes, _ := gv.HTTPRoutes().Lister().List(labels.Everything())
-	errs = append(errs, writeRoutes(ctx, m, kindHTTPRoute, httpRoutes, func(r *gatewayv1.HTTPRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
+	errs = append(errs, writeRoutes(ctx, c.recorder, m, kindHTTPRoute, httpRoutes, func(r *gatewayv1.HTTPRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
 		func(ctx context.Context, r *gatewayv1.HTTPRoute) error {
 			_, err := c.gw.GatewayV1().HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 			return err
 		})...)
 	grpcRoutes, _ := gv.GRPCRoutes().Lister().List(labels.Everything())
-	errs = append(errs, writeRoutes(ctx, m, kindGRPCRoute, grpcRoutes, func(r *gatewayv1.GRPCRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
+	errs = append(errs, writeRoutes(ctx, c.recorder, m, kindGRPCRoute, grpcRoutes, func(r *gatewayv1.GRPCRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
 		func(ctx context.Context, r *gatewayv1.GRPCRoute) error {
 			_, err := c.gw.GatewayV1().GRPCRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 			return err
 		})...)
 	tlsRoutes, _ := gv.TLSRoutes().Lister().List(labels.Everything())
-	errs = append(errs, writeRoutes(ctx, m, kindTLSRoute, tlsRoutes, func(r *gatewayv1.TLSRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
+	errs = append(errs, writeRoutes(ctx, c.recorder, m, kindTLSRoute, tlsRoutes, func(r *gatewayv1.TLSRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
 		func(ctx context.Context, r *gatewayv1.TLSRoute) error {
 			_, err := c.gw.GatewayV1().TLSRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 			return err
@@ -400,6 +409,10 @@ func (c *controller) writeGateway(ctx context.Context, g *gatewayv1.Gateway, wan
 	if equality.Semantic.DeepEqual(*st, g.Status) {
 		return nil
 	}
+	tell(c.recorder, g, "", g.Status.Conditions, st.Conditions)
+	for _, l := range st.Listeners {
+		tell(c.recorder, g, "listener "+string(l.Name), old[l.Name], l.Conditions)
+	}
 	g = g.DeepCopy()
 	g.Status = *st
 	_, err := c.gw.GatewayV1().Gateways(g.Namespace).UpdateStatus(ctx, g, metav1.UpdateOptions{})
@@ -411,19 +424,51 @@ func (c *controller) writeGateway(ctx context.Context, g *gatewayv1.Gateway, wan
 // status is a route's.
 func writeRoutes[R interface {
 	metav1.Object
-	DeepCopyObject() runtime.Object
-}](ctx context.Context, m *model, kind gatewayv1.Kind, routes []R, status func(R) *gatewayv1.RouteStatus, update func(context.Context, R) error) []error {
+	runtime.Object
+}](ctx context.Context, recorder record.EventRecorder, m *model, kind gatewayv1.Kind, routes []R, status func(R) *gatewayv1.RouteStatus, update func(context.Context, R) error) []error {
 	var errs []error
 	for _, r := range routes {
 		parents, changed := parentStatuses(*status(r), m.routes[routeKey{kind, nameOf(r)}])
 		if !changed {
 			continue
 		}
+		old := map[string][]metav1.Condition{}
+		for _, p := range status(r).Parents {
+			if p.ControllerName == ControllerName {
+				old[parentKey(p.ParentRef)] = p.Conditions
+			}
+		}
+		for _, p := range parents {
+			if p.ControllerName == ControllerName {
+				tell(recorder, r, "parent Gateway "+string(p.ParentRef.Name), old[parentKey(p.ParentRef)], p.Conditions)
+			}
+		}
 		r = r.DeepCopyObject().(R)
 		status(r).Parents = parents
 		errs = append(errs, ignoreNotFound(update(ctx, r)))
 	}
 	return errs
+}
+
+// tell records a Warning event on obj for each problem conds say that
+// old did not (what says which part of obj, "" the whole): Accepted or
+// ResolvedRefs False, Conflicted True, with the condition's reason.
+func tell(recorder record.EventRecorder, obj runtime.Object, what string, old, conds []metav1.Condition) {
+	for _, c := range conds {
+		problem := c.Status == metav1.ConditionFalse && (c.Type == string(gatewayv1.GatewayConditionAccepted) || c.Type == string(gatewayv1.ListenerConditionResolvedRefs)) ||
+			c.Status == metav1.ConditionTrue && c.Type == string(gatewayv1.ListenerConditionConflicted)
+		if !problem {
+			continue
+		}
+		if o := meta.FindStatusCondition(old, c.Type); o != nil && o.Status == c.Status && o.Reason == c.Reason {
+			continue
+		}
+		msg := c.Message
+		if what != "" {
+			msg = what + ": " + msg
+		}
+		recorder.Event(obj, corev1.EventTypeWarning, c.Reason, msg)
+	}
 }
 
 // parentStatuses are a route's parents' statuses, st's, with kubeboot's
