@@ -28,7 +28,6 @@ import (
 	"k8s.io/klog/v2"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-	gatewayscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
@@ -95,7 +94,13 @@ func (c *controller) run(ctx context.Context) error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	c.recorder = broadcaster.NewRecorder(gatewayscheme.Scheme, corev1.EventSource{Component: Name})
+	// A scheme of the Gateway API's kinds made here, not the clientset's
+	// package's, whose init every start of the binary would pay.
+	scheme := runtime.NewScheme()
+	if err := gatewayv1.Install(scheme); err != nil {
+		return err
+	}
+	c.recorder = broadcaster.NewRecorder(scheme, corev1.EventSource{Component: Name})
 	for _, start := range []func(<-chan struct{}){c.kubeF.Start, c.tlsF.Start, c.gwF.Start} {
 		start(ctx.Done())
 	}

@@ -13,14 +13,17 @@ import (
 // that a request finds its backend's without a scan of the namespace.
 const byService = "service"
 
-// serviceIndexers are the EndpointSlice informer's indexers.
-var serviceIndexers = cache.Indexers{byService: func(obj any) ([]string, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
-		return nil, nil
-	}
-	return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
-}}
+// serviceIndexers are the EndpointSlice informer's indexers (made when
+// asked: a package-level map would be made at every start of the binary).
+func serviceIndexers() cache.Indexers {
+	return cache.Indexers{byService: func(obj any) ([]string, error) {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+			return nil, nil
+		}
+		return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+	}}
+}
 
 // sliceEndpoints picks endpoints from EndpointSlices, indexed by
 // serviceIndexers.

@@ -20,7 +20,7 @@ func TestSliceEndpoints(t *testing.T) {
 		}
 		return s
 	}
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, serviceIndexers)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, serviceIndexers())
 	for _, s := range []*discoveryv1.EndpointSlice{
 		slice("app", "web-1", "web", "http", 8080, map[string]bool{"10.42.0.1": true, "10.42.0.2": false}),
 		slice("app", "web-2", "web", "http", 8080, map[string]bool{"10.42.1.1": true}),

@@ -79,7 +79,7 @@ func Run(ctx context.Context, n Node) error {
 		return err
 	}
 	// Registered, with its index, before the factory starts.
-	if err := endpointSlices.Informer().AddIndexers(serviceIndexers); err != nil {
+	if err := endpointSlices.Informer().AddIndexers(serviceIndexers()); err != nil {
 		return err
 	}
 	for _, f := range []informers.SharedInformerFactory{published, slices} {

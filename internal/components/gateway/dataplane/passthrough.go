@@ -149,8 +149,11 @@ func splice(a, b net.Conn) {
 	wg.Wait()
 }
 
-// errHelloRead stops a handshake once the ClientHello is read.
-var errHelloRead = errors.New("client hello read")
+// helloRead stops a handshake once the ClientHello is read (a type, not
+// a variable: no package init).
+type helloRead struct{}
+
+func (helloRead) Error() string { return "client hello read" }
 
 // readServerName reads c's ClientHello, and returns the server name it
 // asks for ("" for none) and the bytes read, which the backend must get
@@ -161,10 +164,10 @@ func readServerName(c net.Conn) (string, []byte, error) {
 	err := tls.Server(helloConn{Conn: c, r: io.TeeReader(c, &read)}, &tls.Config{
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			name = hello.ServerName
-			return nil, errHelloRead
+			return nil, helloRead{}
 		},
 	}).Handshake()
-	if !errors.Is(err, errHelloRead) {
+	if !errors.As(err, new(helloRead)) {
 		return "", nil, err
 	}
 	return name, read.Bytes(), nil
