@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -61,8 +62,11 @@ type controller struct {
 	// defaultCertificate is the Ingresses' default certificate, read (or
 	// made) at the first pass that needs it.
 	defaultCertificate *dataplane.Certificate
-	// recorder tells, as events, of the problems the statuses newly say.
+	// recorder tells, as events, of the problems the statuses newly say,
+	// and told what it last told of each Ingress (which has no status to
+	// compare with).
 	recorder record.EventRecorder
+	told     map[types.NamespacedName]string
 }
 
 func newController(opts Options, kube kubernetes.Interface, gw gatewayclient.Interface) *controller {
@@ -73,7 +77,8 @@ func newController(opts Options, kube kubernetes.Interface, gw gatewayclient.Int
 		tlsF: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
 		})),
-		gwF: gatewayinformers.NewSharedInformerFactory(gw, 0),
+		gwF:  gatewayinformers.NewSharedInformerFactory(gw, 0),
+		told: map[types.NamespacedName]string{},
 	}
 }
 
@@ -97,8 +102,10 @@ func (c *controller) run(ctx context.Context) error {
 	// A scheme of the Gateway API's kinds made here, not the clientset's
 	// package's, whose init every start of the binary would pay.
 	scheme := runtime.NewScheme()
-	if err := gatewayv1.Install(scheme); err != nil {
-		return err
+	for _, install := range []func(*runtime.Scheme) error{gatewayv1.Install, networkingv1.AddToScheme} {
+		if err := install(scheme); err != nil {
+			return err
+		}
 	}
 	c.recorder = broadcaster.NewRecorder(scheme, corev1.EventSource{Component: Name})
 	for _, start := range []func(<-chan struct{}){c.kubeF.Start, c.tlsF.Start, c.gwF.Start} {
@@ -360,7 +367,18 @@ func (c *controller) writeStatuses(ctx context.Context, m *model) error {
 		})...)
 	for nn, st := range m.ingresses {
 		ing, err := c.kubeF.Networking().V1().Ingresses().Lister().Ingresses(nn.Namespace).Get(nn.Name)
-		if err != nil || equality.Semantic.DeepEqual(ing.Status.LoadBalancer, st) {
+		if err != nil {
+			continue
+		}
+		// An Ingress has no conditions: what keeps it from a port is an
+		// event, once each time it changes.
+		if unserved := m.ingressUnserved[nn]; unserved != c.told[nn] {
+			if unserved != "" {
+				c.recorder.Event(ing, corev1.EventTypeWarning, string(gatewayv1.ListenerReasonPortUnavailable), unserved)
+			}
+			c.told[nn] = unserved
+		}
+		if equality.Semantic.DeepEqual(ing.Status.LoadBalancer, st) {
 			continue
 		}
 		ing = ing.DeepCopy()

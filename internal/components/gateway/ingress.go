@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"crypto/tls"
+	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,8 +53,19 @@ func (m *model) ingressesOf(s *snapshot) {
 	for _, a := range s.addresses {
 		status.Ingress = append(status.Ingress, networkingv1.IngressLoadBalancerIngress{IP: a})
 	}
-	httpPort := m.ingressPort(s, o.HTTPPort, gatewayv1.HTTPProtocolType)
-	httpsPort := m.ingressPort(s, o.HTTPSPort, gatewayv1.HTTPSProtocolType)
+	httpPort, httpHeld := m.ingressPort(s, o.HTTPPort, gatewayv1.HTTPProtocolType)
+	httpsPort, httpsHeld := m.ingressPort(s, o.HTTPSPort, gatewayv1.HTTPSProtocolType)
+	var held []string
+	for port, holder := range map[int32]string{o.HTTPPort: httpHeld, o.HTTPSPort: httpsHeld} {
+		if holder != "" {
+			held = append(held, fmt.Sprintf("port %d is held by %s", port, holder))
+		}
+	}
+	slices.Sort(held)
+	unserved := ""
+	if len(held) > 0 {
+		unserved = "The nodes serve no Ingress on ports another holds: " + strings.Join(held, "; ")
+	}
 	if httpsPort != nil && s.defaultCertificate != nil {
 		if h := httpsPort.host(""); h.certificate == nil {
 			h.certificate = s.defaultCertificate
@@ -64,6 +77,9 @@ func (m *model) ingressesOf(s *snapshot) {
 		}
 		nn := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 		m.ingresses[nn] = status
+		if unserved != "" {
+			m.ingressUnserved[nn] = unserved
+		}
 		for _, p := range []*portBuilder{httpPort, httpsPort} {
 			if p == nil {
 				continue
@@ -74,20 +90,21 @@ func (m *model) ingressesOf(s *snapshot) {
 }
 
 // ingressPort is the port Ingresses are served on, nil when it is 0 or
-// held by a load balancer Service or with the other protocol.
-func (m *model) ingressPort(s *snapshot, port int32, protocol gatewayv1.ProtocolType) *portBuilder {
+// held by a load balancer Service or with the other protocol, whose
+// holder it names.
+func (m *model) ingressPort(s *snapshot, port int32, protocol gatewayv1.ProtocolType) (*portBuilder, string) {
 	if port == 0 {
-		return nil
+		return nil, ""
 	}
-	if _, held := s.heldPorts[port]; held {
-		return nil
+	if svc, held := s.heldPorts[port]; held {
+		return nil, "LoadBalancer Service " + svc
 	}
 	// The nodes' own addresses serve Ingresses.
 	key := portKey{port: port}
 	if p, ok := m.ports[key]; ok && p.protocol != protocol {
-		return nil
+		return nil, p.owner
 	}
-	return m.port(key, protocol, "the Ingresses")
+	return m.port(key, protocol, "the Ingresses"), ""
 }
 
 // addIngress adds ing's rules to a port: each path a route of its host,

@@ -79,6 +79,9 @@ type model struct {
 	gateways  map[types.NamespacedName]*gatewayv1.GatewayStatus
 	routes    map[routeKey][]gatewayv1.RouteParentStatus
 	ingresses map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus
+	// ingressUnserved says, of an Ingress of kubeboot's class, which of
+	// its ports the nodes cannot serve it on, and why.
+	ingressUnserved map[types.NamespacedName]string
 }
 
 // portKey is a port of the nodes' own addresses (address invalid) or of
@@ -145,7 +148,7 @@ type listener struct {
 func build(s *snapshot) *model {
 	m := &model{ports: map[portKey]*portBuilder{}, pool: s.pool, classes: map[string][]metav1.Condition{},
 		gateways: map[types.NamespacedName]*gatewayv1.GatewayStatus{}, routes: map[routeKey][]gatewayv1.RouteParentStatus{},
-		ingresses: map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus{}}
+		ingresses: map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus{}, ingressUnserved: map[types.NamespacedName]string{}}
 	ours := map[string]*gatewayv1.GatewayClass{}
 	for _, c := range s.classes {
 		if c.Spec.ControllerName != ControllerName {

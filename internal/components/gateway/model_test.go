@@ -688,3 +688,22 @@ func TestRequestedAddresses(t *testing.T) {
 		t.Errorf("%d ports served for a Gateway not accepted, want none", got)
 	}
 }
+
+// TestIngressPortHeld: an Ingress port a LoadBalancer Service holds is
+// not served, and the Ingresses of kubeboot's class say why (an event);
+// the other port still serves them.
+func TestIngressPortHeld(t *testing.T) {
+	s := baseSnapshot()
+	s.ingress = &IngressOptions{HTTPPort: 80, HTTPSPort: 443}
+	s.heldPorts[80] = "app/lb"
+	backend := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 8080}}}
+	s.ingresses = []*networkingv1.Ingress{{ObjectMeta: meta0("app", "web", 0), Spec: networkingv1.IngressSpec{DefaultBackend: &backend}}}
+	m := build(s)
+	if got := m.ingressUnserved[types.NamespacedName{Namespace: "app", Name: "web"}]; !strings.Contains(got, "port 80 is held by LoadBalancer Service app/lb") {
+		t.Errorf("why the Ingress is not served on port 80: %q", got)
+	}
+	cfg := m.config(1)
+	if len(cfg.Ports) != 1 || cfg.Ports[0].Port != 443 {
+		t.Errorf("ports %+v, want 443 alone", cfg.Ports)
+	}
+}
