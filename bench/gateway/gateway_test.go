@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -203,6 +204,79 @@ func BenchmarkRestart(b *testing.B) {
 	b.ReportMetric(ms(served[len(served)/2]), "served-p50-ms")
 	b.ReportMetric(ms(served[len(served)-1]), "served-max-ms")
 	b.ReportMetric(ms(ready[len(ready)/2]), "ready-p50-ms")
+}
+
+// BenchmarkNodeGain measures what serving Gateways costs a node: an
+// agent (the kubelet on upstream's fake CRI runtime) joined to a server
+// that is no node, its idle RSS before the cluster has a Gateway (the
+// data plane holds one watch), with a Gateway and one HTTPRoute, and with
+// routeCount, each read 10 s after the node serves the last change
+// (bench/gateway/run.sh -test.bench NodeGain -test.benchtime 1x).
+func BenchmarkNodeGain(b *testing.B) {
+	addr := harness.Addr(0)
+	harness.RequireAddrs(b, addr)
+	bin, err := harness.Binary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := harness.StartReadyServer(b, 2*time.Minute, bin, filepath.Join(b.TempDir(), "server"),
+		"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16")
+	config, err := srv.Config()
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := srv.MustClient(b)
+	token, err := os.ReadFile(filepath.Join(srv.DataDir, "token"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := append([]string{"--server", "https://" + addr + ":6443", "--token", strings.TrimSpace(string(token)),
+		"--node-name", "node", "--node-ip", addr}, harness.NodeArgs(b, harness.StartFakeCRI(b))...)
+	agent := harness.StartAgent(b, bin, filepath.Join(b.TempDir(), "agent"), args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if _, err := waitReadyNode(ctx, srv); err != nil {
+		b.Fatalf("%v\n%s", err, agent.Logs())
+	}
+	startBackend(ctx, b, client, addr)
+	settled := func() float64 {
+		time.Sleep(10 * time.Second)
+		st, err := harness.ProcStatus(agent.PID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return float64(st["VmRSS"]) / 1024
+	}
+	for i := 0; b.Loop(); i++ {
+		if i > 0 {
+			// The Gateway and its routes are made once: the later
+			// iterations have nothing to add (run it -test.benchtime 1x).
+			continue
+		}
+		idle := settled()
+		gw := gatewayclient.NewForConfigOrDie(config).GatewayV1()
+		ns := metav1.NamespaceDefault
+		if _, err := gw.Gateways(ns).Create(ctx, &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "apps"},
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "kubeboot", Listeners: []gatewayv1.Listener{{Name: "http", Port: listenerPort, Protocol: gatewayv1.HTTPProtocolType}}}},
+			metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := gw.HTTPRoutes(ns).Create(ctx, route(0, initialPath), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		waitServed(ctx, b, addr, 0, initialPath)
+		one := settled()
+		for i := 1; i < routeCount; i++ {
+			if _, err := gw.HTTPRoutes(ns).Create(ctx, route(i, initialPath), metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitServed(ctx, b, addr, routeCount-1, initialPath)
+		all := settled()
+		b.ReportMetric(idle, "idle-rss-MiB")
+		b.ReportMetric(one-idle, "gain-1-route-MiB")
+		b.ReportMetric(all-idle, "gain-1000-routes-MiB")
+	}
 }
 
 func name(i int) string { return fmt.Sprintf("route-%d", i) }
