@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
@@ -76,5 +79,33 @@ func TestEvents(t *testing.T) {
 	write()
 	if len(recorder.Events) != 0 {
 		t.Errorf("a status that stays told again: %q", <-recorder.Events)
+	}
+}
+
+// TestEnsureGatewayClassRace: servers starting together both find no
+// GatewayClass; the one whose create loses reads the winner's, and a
+// conflict writing its status is the other's write, not a failure.
+func TestEnsureGatewayClassRace(t *testing.T) {
+	gw := gatewayfake.NewSimpleClientset()
+	ctx := context.Background()
+	gets := 0
+	gw.PrependReactor("get", "gatewayclasses", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if gets++; gets == 1 {
+			// The other server creates it between this get and create.
+			if err := gw.Tracker().Create(gatewayv1.SchemeGroupVersion.WithResource("gatewayclasses"), kubebootClass(), ""); err != nil {
+				t.Fatal(err)
+			}
+			return true, nil, apierrors.NewNotFound(gatewayv1.Resource("gatewayclasses"), ClassName)
+		}
+		return false, nil, nil
+	})
+	gw.PrependReactor("update", "gatewayclasses", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(gatewayv1.Resource("gatewayclasses"), ClassName, nil)
+	})
+	if err := ensureGatewayClass(ctx, gw, *NewOptions()); err != nil {
+		t.Errorf("a GatewayClass another server created first: %v", err)
+	}
+	if gets != 2 {
+		t.Errorf("%d gets, want the winner's read after the create that lost", gets)
 	}
 }

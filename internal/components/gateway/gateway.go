@@ -299,11 +299,20 @@ func ensureGatewayClass(ctx context.Context, gw gatewayclient.Interface, opts Op
 		class, err = classes.Create(ctx, &gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: ClassName},
 			Spec: gatewayv1.GatewayClassSpec{ControllerName: ControllerName,
 				Description: ptr.To("Gateways served by every kubeboot node, at the nodes' addresses")}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// Another server of the cluster, starting too, made it.
+			class, err = classes.Get(ctx, ClassName, metav1.GetOptions{})
+		}
 	}
 	if err != nil || class.Spec.ControllerName != ControllerName {
 		return err
 	}
-	return updateClassStatus(ctx, gw, class, opts)
+	// A conflict is another server's write of the same status: the
+	// controller's leader keeps it.
+	if err := updateClassStatus(ctx, gw, class, opts); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
 }
 
 // removeGatewayClass deletes kubeboot's GatewayClass, if it is kubeboot's.
