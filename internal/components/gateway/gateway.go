@@ -18,9 +18,11 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"math"
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -33,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -83,6 +86,9 @@ const (
 // of the cluster serves (BackendTLSPolicy, ListenerSet, TCPRoute,
 // UDPRoute) are left to --gateway-api-channel.
 var servedKinds = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "referencegrants"}
+
+// installRetryCap bounds the wait between tries of the install.
+const installRetryCap = 30 * time.Second
 
 // Options are the component's flags.
 type Options struct {
@@ -168,12 +174,17 @@ func (c *Component) Complete(controlplane.Settings) (controlplane.Needs, error) 
 // readCRDs parses the embedded CRDs of the channel (or the served kinds'
 // of the standard one); its admission policy's documents are kept apart.
 func (c *Component) readCRDs() error {
+	if c.crds != nil {
+		return nil // read by an earlier try of the install
+	}
 	channel := cmp.Or(c.opts.Channel, ChannelStandard)
 	dir := path.Join("crds", channel)
 	entries, err := fs.ReadDir(crdFS, dir)
 	if err != nil {
 		return err
 	}
+	var all []crdinstall.CRD
+	var policies [][]byte
 	for _, e := range entries {
 		data, err := crdFS.ReadFile(path.Join(dir, e.Name()))
 		if err != nil {
@@ -182,7 +193,7 @@ func (c *Component) readCRDs() error {
 		if strings.Contains(e.Name(), "_vap_") {
 			for doc := range strings.SplitSeq(string(data), "\n---") {
 				if strings.Contains(doc, "kind:") {
-					c.policies = append(c.policies, []byte(doc))
+					policies = append(policies, []byte(doc))
 				}
 			}
 			continue
@@ -194,8 +205,9 @@ func (c *Component) readCRDs() error {
 		if err != nil {
 			return err
 		}
-		c.crds = append(c.crds, crds...)
+		all = append(all, crds...)
 	}
+	c.crds, c.policies = all, policies
 	return nil
 }
 
@@ -218,11 +230,18 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	if err := c.install(ctx, config, kube, gw); err != nil {
-		if ctx.Err() != nil {
-			return nil
+	// What another server or etcd's election makes fail for a moment
+	// (a write timed out while a member is lost) is tried again: it must
+	// not stop the server.
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: installRetryCap}
+	if err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		if err := c.install(ctx, config, kube, gw); err != nil {
+			logger.Error(err, "Installing the Gateway API's kinds and classes failed; tried again")
+			return false, nil
 		}
-		return err
+		return true, nil
+	}); err != nil {
+		return nil // ctx is done
 	}
 	if !c.opts.Gateway && c.opts.Ingress == nil {
 		return ignoreNotFound(kube.CoreV1().Secrets(dataplane.Namespace).Delete(ctx, dataplane.SecretName, metav1.DeleteOptions{}))
