@@ -154,8 +154,8 @@ func (c *controller) watch(trigger func()) error {
 	gv := c.gwF.Gateway().V1()
 	for _, inf := range []cache.SharedIndexInformer{
 		gv.GatewayClasses().Informer(), gv.Gateways().Informer(), gv.HTTPRoutes().Informer(), gv.GRPCRoutes().Informer(), gv.TLSRoutes().Informer(),
-		gv.ReferenceGrants().Informer(),
-		c.kubeF.Core().V1().Namespaces().Informer(), c.kubeF.Core().V1().Services().Informer(),
+		gv.ReferenceGrants().Informer(), gv.BackendTLSPolicies().Informer(),
+		c.kubeF.Core().V1().Namespaces().Informer(), c.kubeF.Core().V1().Services().Informer(), c.kubeF.Core().V1().ConfigMaps().Informer(),
 		c.kubeF.Networking().V1().Ingresses().Informer(), c.tlsF.Core().V1().Secrets().Informer(),
 	} {
 		if _, err := inf.AddEventHandler(changed); err != nil {
@@ -221,7 +221,7 @@ func (c *controller) sync(ctx context.Context) error {
 func (c *controller) snapshot(ctx context.Context) (*snapshot, error) {
 	gv := c.gwF.Gateway().V1()
 	s := &snapshot{namespaces: map[string]*corev1.Namespace{}, services: map[types.NamespacedName]*corev1.Service{},
-		secrets: map[types.NamespacedName]*corev1.Secret{}, heldPorts: map[int32]string{}}
+		secrets: map[types.NamespacedName]*corev1.Secret{}, configMaps: map[types.NamespacedName]*corev1.ConfigMap{}, heldPorts: map[int32]string{}}
 	var err error
 	if s.classes, err = gv.GatewayClasses().Lister().List(labels.Everything()); err != nil {
 		return nil, err
@@ -241,6 +241,13 @@ func (c *controller) snapshot(ctx context.Context) (*snapshot, error) {
 		}
 		if s.grants, err = gv.ReferenceGrants().Lister().List(labels.Everything()); err != nil {
 			return nil, err
+		}
+		if s.tlsPolicies, err = gv.BackendTLSPolicies().Lister().List(labels.Everything()); err != nil {
+			return nil, err
+		}
+		configMaps, _ := c.kubeF.Core().V1().ConfigMaps().Lister().List(labels.Everything())
+		for _, cm := range configMaps {
+			s.configMaps[nameOf(cm)] = cm
 		}
 	} else {
 		s.classes = nil
@@ -365,6 +372,8 @@ func (c *controller) writeStatuses(ctx context.Context, m *model) error {
 			_, err := c.gw.GatewayV1().TLSRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 			return err
 		})...)
+	policies, _ := gv.BackendTLSPolicies().Lister().List(labels.Everything())
+	errs = append(errs, c.writePolicies(ctx, m, policies)...)
 	for nn, st := range m.ingresses {
 		ing, err := c.kubeF.Networking().V1().Ingresses().Lister().Ingresses(nn.Namespace).Get(nn.Name)
 		if err != nil {
@@ -498,21 +507,60 @@ func tell(recorder record.EventRecorder, obj runtime.Object, what string, old, c
 // controller's made want's (other controllers' left alone), and whether
 // they differ from st's.
 func parentStatuses(st gatewayv1.RouteStatus, want []gatewayv1.RouteParentStatus) ([]gatewayv1.RouteParentStatus, bool) {
-	var parents []gatewayv1.RouteParentStatus
+	return ownStatuses(st.Parents, want, func(p *gatewayv1.RouteParentStatus) (gatewayv1.GatewayController, gatewayv1.ParentReference, *[]metav1.Condition) {
+		return p.ControllerName, p.ParentRef, &p.Conditions
+	})
+}
+
+// ancestorStatuses are parentStatuses of a policy's ancestors.
+func ancestorStatuses(st gatewayv1.PolicyStatus, want []gatewayv1.PolicyAncestorStatus) ([]gatewayv1.PolicyAncestorStatus, bool) {
+	return ownStatuses(st.Ancestors, want, func(p *gatewayv1.PolicyAncestorStatus) (gatewayv1.GatewayController, gatewayv1.ParentReference, *[]metav1.Condition) {
+		return p.ControllerName, p.AncestorRef, &p.Conditions
+	})
+}
+
+// ownStatuses are the entries of a status list (a route's parents, a
+// policy's ancestors) with kubeboot's controller's made want's, their
+// conditions' transition times kept, and whether they differ from have.
+func ownStatuses[T any](have, want []T, fields func(*T) (gatewayv1.GatewayController, gatewayv1.ParentReference, *[]metav1.Condition)) ([]T, bool) {
+	var out []T
 	old := map[string][]metav1.Condition{}
-	for _, p := range st.Parents {
-		if p.ControllerName != ControllerName {
-			parents = append(parents, p)
+	for _, p := range have {
+		controller, ref, conds := fields(&p)
+		if controller != ControllerName {
+			out = append(out, p)
 		} else {
-			old[parentKey(p.ParentRef)] = p.Conditions
+			old[parentKey(ref)] = *conds
 		}
 	}
 	for _, p := range want {
-		p.Conditions = merged(old[parentKey(p.ParentRef)], p.Conditions)
-		parents = append(parents, p)
+		_, ref, conds := fields(&p)
+		*conds = merged(old[parentKey(ref)], *conds)
+		out = append(out, p)
 	}
-	changed := !equality.Semantic.DeepEqual(parents, st.Parents) && (len(parents) > 0 || len(st.Parents) > 0)
-	return parents, changed
+	changed := !equality.Semantic.DeepEqual(out, have) && (len(out) > 0 || len(have) > 0)
+	return out, changed
+}
+
+// writePolicies writes the status of each BackendTLSPolicy whose
+// ancestors' statuses of kubeboot's controller differ from m's.
+func (c *controller) writePolicies(ctx context.Context, m *model, policies []*gatewayv1.BackendTLSPolicy) []error {
+	want := map[types.NamespacedName][]gatewayv1.PolicyAncestorStatus{}
+	for _, p := range m.policies.all {
+		want[nameOf(p.policy)] = p.status()
+	}
+	var errs []error
+	for _, p := range policies {
+		ancestors, changed := ancestorStatuses(p.Status, want[nameOf(p)])
+		if !changed {
+			continue
+		}
+		p = p.DeepCopy()
+		p.Status.Ancestors = ancestors
+		_, err := c.gw.GatewayV1().BackendTLSPolicies(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		errs = append(errs, ignoreNotFound(err))
+	}
+	return errs
 }
 
 // nameOf is o's namespace and name.
@@ -552,7 +600,9 @@ func supportedFeatures(opts Options) []gatewayv1.SupportedFeature {
 		"HTTPRouteBackendProtocolH2C", "GRPCRouteNamedRouteRule",
 		"HTTPRouteRequestTimeout", "HTTPRouteBackendTimeout", "HTTPRouteBackendRequestHeaderModification",
 		"HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors", "HTTPRouteRequestPercentageMirror", "HTTPRouteCORS",
-		"GatewayHTTPSListenerDetectMisdirectedRequests"}
+		"GatewayHTTPSListenerDetectMisdirectedRequests",
+		"BackendTLSPolicy", "BackendTLSPolicySANValidation", "GatewayBackendClientCertificate",
+		"GatewayFrontendClientCertificateValidation", "GatewayFrontendClientCertificateValidationInsecureFallback"}
 	if opts.Addresses != nil {
 		names = append(names, "GatewayStaticAddresses", "GatewayAddressEmpty")
 	}

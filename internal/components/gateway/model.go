@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"cmp"
-	"crypto/tls"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -11,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -48,10 +48,14 @@ type snapshot struct {
 	grpcRoutes []*gatewayv1.GRPCRoute
 	tlsRoutes  []*gatewayv1.TLSRoute
 	grants     []*gatewayv1.ReferenceGrant
-	ingresses  []*networkingv1.Ingress
-	namespaces map[string]*corev1.Namespace
-	services   map[types.NamespacedName]*corev1.Service
-	secrets    map[types.NamespacedName]*corev1.Secret
+	// tlsPolicies are the BackendTLSPolicies, configMaps the ConfigMaps
+	// their CA certificates (and the Gateways' clients') come from.
+	tlsPolicies []*gatewayv1.BackendTLSPolicy
+	configMaps  map[types.NamespacedName]*corev1.ConfigMap
+	ingresses   []*networkingv1.Ingress
+	namespaces  map[string]*corev1.Namespace
+	services    map[types.NamespacedName]*corev1.Service
+	secrets     map[types.NamespacedName]*corev1.Secret
 	// addresses are the addresses of the nodes that serve, for the
 	// Gateways' and Ingresses' status; none: nothing is programmed.
 	addresses []string
@@ -78,6 +82,7 @@ type model struct {
 	classes   map[string][]metav1.Condition
 	gateways  map[types.NamespacedName]*gatewayv1.GatewayStatus
 	routes    map[routeKey][]gatewayv1.RouteParentStatus
+	policies  *backendPolicies
 	ingresses map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus
 	// ingressUnserved says, of an Ingress of kubeboot's class, which of
 	// its ports the nodes cannot serve it on, and why.
@@ -104,6 +109,7 @@ type portBuilder struct {
 
 type hostBuilder struct {
 	certificate *dataplane.Certificate
+	validation  *dataplane.ClientValidation
 	routes      []sortedRoute
 }
 
@@ -139,6 +145,11 @@ type listener struct {
 	// references resolved too).
 	accepted, programmed bool
 	cert                 *dataplane.Certificate
+	// validation is how the listener checks its clients' certificates
+	// (its Gateway's tls.frontend), nil if it does not; clientCert is
+	// what its Gateway presents to backends over TLS, nil if nothing.
+	validation *dataplane.ClientValidation
+	clientCert *dataplane.Certificate
 	// kinds are the hostnames routes attached with, and their kind: an
 	// HTTPRoute and a GRPCRoute may not share one.
 	kinds map[string]gatewayv1.Kind
@@ -173,6 +184,7 @@ func build(s *snapshot) *model {
 	for _, g := range gateways {
 		listeners[nameOf(g)] = m.gateway(s, g, own[nameOf(g)], unusable[nameOf(g)])
 	}
+	m.policies = judgePolicies(s)
 	var routes []*routeSpec
 	for _, r := range s.routes {
 		routes = append(routes, fromHTTPRoute(r))
@@ -214,19 +226,27 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway, address netip.Addr, u
 	if len(s.addresses) == 0 {
 		unaddressed = "No node serves Gateways yet"
 	}
+	clientCert, clientCertReason, clientCertMsg := gatewayClientCertificate(s, g)
 	var ls []*listener
 	byPort := map[gatewayv1.PortNumber][]*listener{}
 	for i := range g.Spec.Listeners {
 		spec := &g.Spec.Listeners[i]
-		l := &listener{namespace: g.Namespace, address: address, unaddressed: unaddressed, spec: spec, status: &gatewayv1.ListenerStatus{Name: spec.Name, SupportedKinds: []gatewayv1.RouteGroupKind{}}}
+		l := &listener{namespace: g.Namespace, address: address, unaddressed: unaddressed, spec: spec, clientCert: clientCert,
+			status: &gatewayv1.ListenerStatus{Name: spec.Name, SupportedKinds: []gatewayv1.RouteGroupKind{}}}
 		ls = append(ls, l)
 		byPort[spec.Port] = append(byPort[spec.Port], l)
 	}
-	accepted, programmed := 0, 0
+	accepted, programmed, unresolved, insecure := 0, 0, 0, false
 	for _, l := range ls {
 		m.judgeListener(s, g, l, byPort[l.spec.Port])
 		if l.accepted {
 			accepted++
+		}
+		if !meta.IsStatusConditionTrue(l.status.Conditions, string(gatewayv1.ListenerConditionResolvedRefs)) {
+			unresolved++
+		}
+		if l.validation != nil && l.validation.Optional {
+			insecure = true
 		}
 		if l.programmed {
 			programmed++
@@ -243,6 +263,19 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway, address netip.Addr, u
 			fmt.Sprintf("%d of %d listeners are not valid", len(ls)-accepted, len(ls)))
 	}
 	st.Conditions = append(st.Conditions, gatewayAccepted)
+	switch {
+	case clientCertReason != "":
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionResolvedRefs, false, clientCertReason, clientCertMsg))
+	case unresolved > 0:
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionResolvedRefs, false, gatewayv1.GatewayReasonListenersNotResolved,
+			fmt.Sprintf("%d of %d listeners' references do not resolve", unresolved, len(ls))))
+	default:
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionResolvedRefs, true, gatewayv1.GatewayReasonResolvedRefs, ""))
+	}
+	if insecure {
+		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionInsecureFrontendValidationMode, true, gatewayv1.GatewayReasonConfigurationChanged,
+			"A listener serves clients without a valid certificate (tls.frontend's mode AllowInsecureFallback)"))
+	}
 	switch {
 	case programmed > 0:
 		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, true, gatewayv1.GatewayReasonProgrammed, ""))
@@ -310,6 +343,17 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 			unresolved = &c
 		}
 		l.cert = cert
+	}
+	if l.spec.Protocol == gatewayv1.HTTPSProtocolType {
+		v, reason, msg, noneValid := frontendValidation(s, g, l.spec.Port)
+		if reason != "" && unresolved == nil {
+			c := condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, reason, msg)
+			unresolved = &c
+		}
+		if reason != "" && noneValid {
+			refuse(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonNoValidCACertificate, "No CA certificate of the listener's client validation resolves")
+		}
+		l.validation = v
 	}
 	for _, o := range samePort {
 		if o == l {
@@ -382,7 +426,7 @@ func (m *model) take(l *listener, source string) {
 	if l.cert != nil {
 		h := p.host(ptr.Deref((*string)(l.spec.Hostname), ""))
 		if h.certificate == nil {
-			h.certificate = l.cert
+			h.certificate, h.validation = l.cert, l.validation
 		}
 	}
 }
@@ -449,24 +493,7 @@ func certificate(s *snapshot, g *gatewayv1.Gateway, t *gatewayv1.ListenerTLSConf
 	if t.Mode != nil && *t.Mode != gatewayv1.TLSModeTerminate {
 		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener terminates TLS (tls.mode Terminate)"
 	}
-	ref := t.CertificateRefs[0]
-	if ptr.Deref(ref.Group, "") != "" || ptr.Deref(ref.Kind, "Secret") != "Secret" {
-		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("certificateRefs[0] is a %s.%s: only Secrets are supported",
-			ptr.Deref(ref.Kind, "Secret"), ptr.Deref(ref.Group, ""))
-	}
-	ns := string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(g.Namespace)))
-	if ns != g.Namespace && !granted(s, "Gateway", g.Namespace, "", "Secret", ns, string(ref.Name)) {
-		return nil, gatewayv1.ListenerReasonRefNotPermitted, fmt.Sprintf("No ReferenceGrant in %s lets Gateways of %s use Secret %s", ns, g.Namespace, ref.Name)
-	}
-	secret := s.secrets[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
-	if secret == nil {
-		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s does not exist", ns, ref.Name)
-	}
-	cert := &dataplane.Certificate{Cert: secret.Data[corev1.TLSCertKey], Key: secret.Data[corev1.TLSPrivateKeyKey]}
-	if _, err := tls.X509KeyPair(cert.Cert, cert.Key); err != nil {
-		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s holds no certificate and key: %v", ns, ref.Name, err)
-	}
-	return cert, "", ""
+	return secretCertificate(s, g, "certificateRefs[0]", t.CertificateRefs[0])
 }
 
 // granted reports whether a ReferenceGrant in toNamespace lets objects of
@@ -525,7 +552,7 @@ func (m *model) config(generation int64) *dataplane.Config {
 		for _, n := range names {
 			hb := pb.hosts[n]
 			slices.SortStableFunc(hb.routes, precedence)
-			h := dataplane.Host{Hostname: n, Certificate: hb.certificate}
+			h := dataplane.Host{Hostname: n, Certificate: hb.certificate, ClientValidation: hb.validation}
 			for _, r := range hb.routes {
 				h.Routes = append(h.Routes, r.route)
 			}

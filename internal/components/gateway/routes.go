@@ -177,7 +177,7 @@ func grpcMatch(m gatewayv1.GRPCRouteMatch) (gatewayv1.HTTPRouteMatch, grpcRank) 
 // Gateways', as the Gateway API says, and gives the nodes its rules for
 // each host it attaches with; its status is in m.routes.
 func (m *model) route(s *snapshot, r *routeSpec, gateways map[types.NamespacedName][]*listener) {
-	backends, resolved := resolveBackends(s, r)
+	backends, resolved := resolveBackends(s, m.policies, r)
 	unsupported := unsupportedFilter(r)
 	var parents []gatewayv1.RouteParentStatus
 	for _, ref := range r.parentRefs {
@@ -189,6 +189,7 @@ func (m *model) route(s *snapshot, r *routeSpec, gateways map[types.NamespacedNa
 		if !ours {
 			continue
 		}
+		m.policies.reached(gw, backends)
 		ps := gatewayv1.RouteParentStatus{ParentRef: ref, ControllerName: ControllerName}
 		var accepted metav1.Condition
 		if unsupported != "" {
@@ -251,7 +252,7 @@ func (m *model) attach(s *snapshot, r *routeSpec, ref gatewayv1.ParentReference,
 		if len(r.hostnames) > 0 {
 			hostnames = hosts
 		}
-		m.addRules(m.ports[portKey{l.address, int32(l.spec.Port)}].host(string(ptr.Deref(l.spec.Hostname, ""))), r, hostnames, backends)
+		m.addRules(m.ports[portKey{l.address, int32(l.spec.Port)}].host(string(ptr.Deref(l.spec.Hostname, ""))), r, hostnames, backends, l.clientCert)
 	}
 	switch {
 	case !attached && conflicted != "":
@@ -292,14 +293,16 @@ func (l *listener) otherKind(kind gatewayv1.Kind, hosts []string) string {
 	return ""
 }
 
-// addRules adds r's rules to a host, each match a route taking hostnames.
-func (m *model) addRules(hb *hostBuilder, r *routeSpec, hostnames []string, backends []resolvedRule) {
+// addRules adds r's rules to a host, each match a route taking hostnames,
+// whose Gateway presents clientCert to the backends it reaches over TLS.
+func (m *model) addRules(hb *hostBuilder, r *routeSpec, hostnames []string, backends []resolvedRule, clientCert *dataplane.Certificate) {
 	source := r.Namespace + "/" + r.Name
 	for i, rule := range r.rules {
 		for j, match := range rule.matches {
 			sr := sortedRoute{
 				route: dataplane.Route{Name: fmt.Sprintf("%s %s rule %d", r.kind, source, i), Hostnames: hostnames, Match: match,
-					Filters: rule.filters, Backends: backends[i].backends, Mirrors: backends[i].mirrors, Timeouts: rule.timeouts, Retry: rule.retry},
+					Filters: rule.filters, Backends: withClientCertificate(backends[i].backends, clientCert), Mirrors: mirrorsWithClientCertificate(backends[i].mirrors, clientCert),
+					Timeouts: rule.timeouts, Retry: rule.retry},
 				created: r.CreationTimestamp, source: string(r.kind) + " " + source, index: i*1000 + j,
 			}
 			if rule.grpc != nil {
@@ -406,7 +409,7 @@ type resolvedRule struct {
 // says in a ResolvedRefs condition how: the first reference that did not
 // resolve names the reason. A mirror whose backend does not resolve is
 // left out.
-func resolveBackends(s *snapshot, r *routeSpec) ([]resolvedRule, metav1.Condition) {
+func resolveBackends(s *snapshot, policies *backendPolicies, r *routeSpec) ([]resolvedRule, metav1.Condition) {
 	resolved := condition(r.Generation, gatewayv1.RouteConditionResolvedRefs, true, gatewayv1.RouteReasonResolvedRefs, "")
 	unresolved := func(reason gatewayv1.RouteConditionReason, format string, args ...any) {
 		if reason != "" && resolved.Status == metav1.ConditionTrue {
@@ -417,7 +420,7 @@ func resolveBackends(s *snapshot, r *routeSpec) ([]resolvedRule, metav1.Conditio
 	for i, rule := range r.rules {
 		var rr resolvedRule
 		for j, ref := range rule.backendRefs {
-			b, reason, msg := resolveBackend(s, r.kind, r.Namespace, ref.BackendObjectReference)
+			b, reason, msg := resolveBackend(s, policies, r.kind, r.Namespace, ref.BackendObjectReference)
 			b.Weight, b.Filters = ptr.Deref(ref.Weight, 1), ref.filters
 			unresolved(reason, "rules[%d].backendRefs[%d]: %s", i, j, msg)
 			rr.backends = append(rr.backends, b)
@@ -426,7 +429,7 @@ func resolveBackends(s *snapshot, r *routeSpec) ([]resolvedRule, metav1.Conditio
 			if f.Type != gatewayv1.HTTPRouteFilterRequestMirror || f.RequestMirror == nil {
 				continue
 			}
-			b, reason, msg := resolveBackend(s, r.kind, r.Namespace, f.RequestMirror.BackendRef)
+			b, reason, msg := resolveBackend(s, policies, r.kind, r.Namespace, f.RequestMirror.BackendRef)
 			unresolved(reason, "rules[%d].filters[%d].requestMirror.backendRef: %s", i, j, msg)
 			if reason == "" {
 				rr.mirrors = append(rr.mirrors, dataplane.Mirror{Backend: b, Percent: mirrorPercent(f.RequestMirror)})
@@ -451,8 +454,10 @@ func mirrorPercent(f *gatewayv1.HTTPRequestMirrorFilter) float64 {
 
 // resolveBackend is the Service port ref of a route of kind names from
 // namespace from, or why it is none. A GRPCRoute's backends speak HTTP/2
-// in the clear (h2c), as does a port whose appProtocol says so.
-func resolveBackend(s *snapshot, kind gatewayv1.Kind, from string, ref gatewayv1.BackendObjectReference) (dataplane.Backend, gatewayv1.RouteConditionReason, string) {
+// in the clear (h2c), as does a port whose appProtocol says so; a port
+// a BackendTLSPolicy targets is reached over TLS as it says (a
+// TLSRoute's passes through, its TLS the client's).
+func resolveBackend(s *snapshot, policies *backendPolicies, kind gatewayv1.Kind, from string, ref gatewayv1.BackendObjectReference) (dataplane.Backend, gatewayv1.RouteConditionReason, string) {
 	ns := string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(from)))
 	b := dataplane.Backend{Namespace: ns, Service: string(ref.Name), Port: int32(ptr.Deref(ref.Port, 0)), Invalid: true}
 	if ptr.Deref(ref.Group, "") != "" || ptr.Deref(ref.Kind, "Service") != "Service" {
@@ -472,6 +477,9 @@ func resolveBackend(s *snapshot, kind gatewayv1.Kind, from string, ref gatewayv1
 	b.PortName, b.Invalid = port.Name, false
 	if kind == kindGRPCRoute || ptr.Deref(port.AppProtocol, "") == appProtocolH2C {
 		b.Protocol = dataplane.ProtocolH2C
+	}
+	if p := policies.of(types.NamespacedName{Namespace: ns, Name: svc.Name}, port.Name); p != nil && kind != kindTLSRoute {
+		b.TLS, b.Invalid = p.tls, p.tls == nil
 	}
 	return b, "", ""
 }

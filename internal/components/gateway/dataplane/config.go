@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -101,6 +102,9 @@ type Host struct {
 	// Certificate is presented to clients that ask for the hostname (SNI)
 	// on a TLS port; nil on a plain one.
 	Certificate *Certificate `json:"certificate,omitempty"`
+	// ClientValidation is how the clients that ask for the hostname must
+	// prove who they are (a Gateway's tls.frontend); nil: they need not.
+	ClientValidation *ClientValidation `json:"clientValidation,omitempty"`
 	// Routes in precedence order. Of the routes whose hostnames match the
 	// request's most specifically (as Hosts are chosen; a route without
 	// hostnames takes any of the host's), the first whose match matches
@@ -112,6 +116,17 @@ type Host struct {
 type Certificate struct {
 	Cert []byte `json:"cert"`
 	Key  []byte `json:"key"`
+}
+
+// ClientValidation is a TLS host's validation of its clients'
+// certificates.
+type ClientValidation struct {
+	// CACerts are the certificates, PEM, a client's must chain to.
+	CACerts []byte `json:"caCerts"`
+	// Optional says a client without a valid certificate is served too
+	// (the mode AllowInsecureFallback): its certificate, if any, is asked
+	// for and not checked.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Route is one match of a route rule and what serves it.
@@ -170,9 +185,40 @@ type Backend struct {
 	// requests it gets: header modifiers.
 	Filters []gatewayv1.HTTPRouteFilter `json:"filters,omitempty"`
 	// Invalid is a reference that did not resolve (a missing Service, a
-	// cross-namespace one no ReferenceGrant allows): its share of the
-	// requests gets 500.
+	// cross-namespace one no ReferenceGrant allows), or a Service whose
+	// BackendTLSPolicy is not valid: its share of the requests gets 500.
 	Invalid bool `json:"invalid,omitempty"`
+	// TLS says the backend is spoken to over TLS, and how its certificate
+	// is checked (its BackendTLSPolicy); nil: in the clear.
+	TLS *BackendTLS `json:"tls,omitempty"`
+}
+
+// BackendTLS is how a node connects to a backend over TLS.
+type BackendTLS struct {
+	// ServerName is asked for (SNI) and, without SubjectAltNames, is the
+	// name the backend's certificate must have.
+	ServerName string `json:"serverName"`
+	// CACerts are the certificates, PEM, the backend's must chain to;
+	// none: the node's system roots.
+	CACerts []byte `json:"caCerts,omitempty"`
+	// SubjectAltNames, if any, are the names of which the backend's
+	// certificate must have one: DNS names (exact, or a wildcard's
+	// matching one label) or URIs ("spiffe://...").
+	SubjectAltNames []SubjectAltName `json:"subjectAltNames,omitempty"`
+	// ClientCertificate is presented to the backend, if it asks: the
+	// Gateway's tls.backend.clientCertificateRef.
+	ClientCertificate *Certificate `json:"clientCertificate,omitempty"`
+
+	// rt is the node's transport for it (tlsTransports.bind), err why it
+	// has none.
+	rt  http.RoundTripper
+	err error
+}
+
+// SubjectAltName is a DNS name or a URI a certificate may have.
+type SubjectAltName struct {
+	Hostname string `json:"hostname,omitempty"`
+	URI      string `json:"uri,omitempty"`
 }
 
 // ProtocolH2C is a Backend's Protocol for HTTP/2 in the clear.

@@ -59,7 +59,7 @@ func newHandler(port int32, tls bool, endpoints Endpoints, transport *transport)
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			p := pr.In.Context().Value(proxiedKey{}).(*proxied)
-			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", p.target
+			pr.Out.URL.Scheme, pr.Out.URL.Host = p.backend.scheme(), p.target
 			// The request's Host goes on as it came (or as a rewrite
 			// set it), as a Gateway's backends expect.
 			pr.Out.Host = pr.In.Host
@@ -192,14 +192,11 @@ func (h *handler) mirror(r *http.Request, route *compiledRoute) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), mirrorTimeout)
 		req := r.Clone(ctx)
 		req.Body, req.RequestURI = body, ""
-		req.URL.Scheme, req.URL.Host = "http", target
+		req.URL.Scheme, req.URL.Host = m.Backend.scheme(), target
 		for _, hop := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
 			req.Header.Del(hop)
 		}
-		rt := h.transport.http1
-		if m.Backend.Protocol == ProtocolH2C {
-			rt = h.transport.h2c
-		}
+		rt := h.transport.of(&m.Backend)
 		go func() {
 			defer cancel()
 			resp, err := rt.RoundTrip(req)
@@ -340,9 +337,42 @@ func (h *handler) redirect(w http.ResponseWriter, r *http.Request, route *compil
 }
 
 // transport reaches each backend in its protocol: HTTP/1.1, or HTTP/2 in
-// the clear (gRPC's).
+// the clear (gRPC's), or over TLS as its BackendTLSPolicy says.
 type transport struct {
 	http1, h2c *http.Transport
+	tls        tlsTransports
+}
+
+// of is the transport that reaches b.
+func (t *transport) of(b *Backend) http.RoundTripper {
+	switch {
+	case b.TLS != nil && b.TLS.rt != nil:
+		return b.TLS.rt
+	case b.TLS != nil:
+		return failedTransport{b.TLS.err}
+	case b.Protocol == ProtocolH2C:
+		return t.h2c
+	}
+	return t.http1
+}
+
+// failedTransport answers every request with the error that made a TLS
+// backend's transport impossible (a 502): its certificates did not parse.
+type failedTransport struct{ err error }
+
+func (f failedTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	if f.err == nil {
+		return nil, errors.New("no transport was made for the backend's TLS")
+	}
+	return nil, f.err
+}
+
+// scheme is the URL scheme b is reached by.
+func (b *Backend) scheme() string {
+	if b.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // copyBuffers are the proxy's buffers for copying bodies, reused: without
@@ -363,21 +393,21 @@ func (bufferPool) Put(b []byte) {
 // connections, bounded waits for a connection and for a response's
 // headers never (a stream may wait long).
 func newTransport() *transport {
-	t := func(protocols func(*http.Protocols)) *http.Transport {
-		p := &http.Protocols{}
-		protocols(p)
-		return &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-			// What the client asked for, as it asked: no compression added.
-			DisableCompression: true,
-			Protocols:          p,
-		}
-	}
-	return &transport{
-		http1: t(func(p *http.Protocols) { p.SetHTTP1(true) }),
-		h2c:   t(func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) }),
+	http1, h2c := &http.Protocols{}, &http.Protocols{}
+	http1.SetHTTP1(true)
+	h2c.SetUnencryptedHTTP2(true)
+	return &transport{http1: baseTransport(http1), h2c: baseTransport(h2c)}
+}
+
+// baseTransport is every transport's setting, speaking protocols.
+func baseTransport(protocols *http.Protocols) *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		// What the client asked for, as it asked: no compression added.
+		DisableCompression: true,
+		Protocols:          protocols,
 	}
 }
 
@@ -388,10 +418,7 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !ok {
 		return t.http1.RoundTrip(r)
 	}
-	rt := t.http1
-	if p.backend.Protocol == ProtocolH2C {
-		rt = t.h2c
-	}
+	rt := t.of(p.backend)
 	retries := p.route.retries
 	if r.GetBody == nil {
 		retries = 0

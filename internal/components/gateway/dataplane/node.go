@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -138,51 +139,73 @@ func annotate(ctx context.Context, n Node, generation int64) error {
 	return err
 }
 
-// certIndex finds the certificate of a TLS client's server name, as
-// hosts are found: exact, the longest wildcard, then the host for any.
+// certIndex finds the TLS configuration of a client's server name (its
+// host's certificate, and how it checks the client's), as hosts are
+// found: exact, the longest wildcard, then the host for any.
 type certIndex struct {
-	exact     map[string]*tls.Certificate
-	wildcards []namedCert
-	any       *tls.Certificate
+	exact     map[string]*tls.Config
+	wildcards []namedConfig
+	any       *tls.Config
 }
 
-type namedCert struct {
+type namedConfig struct {
 	suffix string // ".example.com"
-	cert   *tls.Certificate
+	config *tls.Config
 }
 
 func indexCertificates(ctx context.Context, p *Port) *certIndex {
-	idx := &certIndex{exact: map[string]*tls.Certificate{}}
+	idx := &certIndex{exact: map[string]*tls.Config{}}
 	for _, h := range p.Hosts {
 		if h.Certificate == nil {
 			continue
 		}
-		pair, err := tls.X509KeyPair(h.Certificate.Cert, h.Certificate.Key)
+		cfg, err := hostTLS(&h)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "A host's certificate left out", "port", p.Port, "host", h.Hostname)
 			continue
 		}
 		switch name := strings.ToLower(h.Hostname); {
 		case name == "" || name == "*":
-			idx.any = &pair
+			idx.any = cfg
 		case strings.HasPrefix(name, "*."):
-			idx.wildcards = append(idx.wildcards, namedCert{name[1:], &pair})
+			idx.wildcards = append(idx.wildcards, namedConfig{name[1:], cfg})
 		default:
-			idx.exact[name] = &pair
+			idx.exact[name] = cfg
 		}
 	}
-	slices.SortStableFunc(idx.wildcards, func(a, b namedCert) int { return len(b.suffix) - len(a.suffix) })
+	slices.SortStableFunc(idx.wildcards, func(a, b namedConfig) int { return len(b.suffix) - len(a.suffix) })
 	return idx
 }
 
-func (idx *certIndex) get(serverName string) (*tls.Certificate, error) {
+// hostTLS is the TLS configuration h's clients get: its certificate,
+// HTTP/2 or HTTP/1.1 by ALPN, and its check of their certificates.
+func hostTLS(h *Host) (*tls.Config, error) {
+	pair, err := tls.X509KeyPair(h.Certificate.Cert, h.Certificate.Key)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}, NextProtos: []string{"h2", "http/1.1"}}
+	if v := h.ClientValidation; v != nil {
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		if v.Optional {
+			cfg.ClientAuth = tls.RequestClientCert
+		}
+		cfg.ClientCAs = x509.NewCertPool()
+		if !cfg.ClientCAs.AppendCertsFromPEM(v.CACerts) {
+			return nil, fmt.Errorf("the host's client CA certificates hold no certificate")
+		}
+	}
+	return cfg, nil
+}
+
+func (idx *certIndex) get(serverName string) (*tls.Config, error) {
 	name := strings.ToLower(serverName)
 	if c, ok := idx.exact[name]; ok {
 		return c, nil
 	}
 	for _, w := range idx.wildcards {
 		if len(name) > len(w.suffix) && strings.HasSuffix(name, w.suffix) {
-			return w.cert, nil
+			return w.config, nil
 		}
 	}
 	if idx.any != nil {

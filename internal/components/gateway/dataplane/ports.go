@@ -78,6 +78,7 @@ func (s *servers) apply(ctx context.Context, cfg *Config) (listening bool) {
 		}
 		sock.update(ctx, s, ports, cfg.Pool)
 	}
+	s.transport.tls.sweep()
 	for port, sock := range s.sockets {
 		if want[port] == nil {
 			delete(s.sockets, port)
@@ -121,6 +122,7 @@ func (sock *socket) update(ctx context.Context, s *servers, ports map[netip.Addr
 			e = s.newEntry(ctx, sock, p)
 			sock.entries[addr] = e
 		}
+		s.transport.tls.bind(p)
 		routes, errs := compile(p)
 		for _, err := range errs {
 			logger.Error(err, "A route left out", "port", p.Port, "address", p.served())
@@ -217,7 +219,9 @@ func (s *servers) newEntry(ctx context.Context, sock *socket, p *Port) *entry {
 	e.srv.Protocols.SetUnencryptedHTTP2(!p.TLS)
 	if p.TLS {
 		e.srv.Protocols.SetHTTP2(true)
-		e.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		// Each host has its own configuration: its certificate, and its
+		// check of the clients' (a Gateway's tls.frontend).
+		e.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			idx, _ := e.certs.Load("certs")
 			if idx == nil {
 				return nil, errors.New("no certificate")
