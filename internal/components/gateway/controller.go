@@ -154,7 +154,7 @@ func (c *controller) watch(trigger func()) error {
 	gv := c.gwF.Gateway().V1()
 	for _, inf := range []cache.SharedIndexInformer{
 		gv.GatewayClasses().Informer(), gv.Gateways().Informer(), gv.HTTPRoutes().Informer(), gv.GRPCRoutes().Informer(), gv.TLSRoutes().Informer(),
-		gv.ReferenceGrants().Informer(), gv.BackendTLSPolicies().Informer(),
+		gv.ReferenceGrants().Informer(), gv.BackendTLSPolicies().Informer(), gv.ListenerSets().Informer(),
 		c.kubeF.Core().V1().Namespaces().Informer(), c.kubeF.Core().V1().Services().Informer(), c.kubeF.Core().V1().ConfigMaps().Informer(),
 		c.kubeF.Networking().V1().Ingresses().Informer(), c.tlsF.Core().V1().Secrets().Informer(),
 	} {
@@ -243,6 +243,9 @@ func (c *controller) snapshot(ctx context.Context) (*snapshot, error) {
 			return nil, err
 		}
 		if s.tlsPolicies, err = gv.BackendTLSPolicies().Lister().List(labels.Everything()); err != nil {
+			return nil, err
+		}
+		if s.listenerSets, err = gv.ListenerSets().Lister().List(labels.Everything()); err != nil {
 			return nil, err
 		}
 		configMaps, _ := c.kubeF.Core().V1().ConfigMaps().Lister().List(labels.Everything())
@@ -354,6 +357,13 @@ func (c *controller) writeStatuses(ctx context.Context, m *model) error {
 		}
 		errs = append(errs, c.writeGateway(ctx, g, st))
 	}
+	for nn, st := range m.listenerSets {
+		ls, err := gv.ListenerSets().Lister().ListenerSets(nn.Namespace).Get(nn.Name)
+		if err != nil {
+			continue
+		}
+		errs = append(errs, c.writeListenerSet(ctx, ls, st))
+	}
 	httpRoutes, _ := gv.HTTPRoutes().Lister().List(labels.Everything())
 	errs = append(errs, writeRoutes(ctx, c.recorder, m, kindHTTPRoute, httpRoutes, func(r *gatewayv1.HTTPRoute) *gatewayv1.RouteStatus { return &r.Status.RouteStatus },
 		func(ctx context.Context, r *gatewayv1.HTTPRoute) error {
@@ -429,15 +439,11 @@ func (c *controller) writeGateway(ctx context.Context, g *gatewayv1.Gateway, wan
 	st := g.Status.DeepCopy()
 	st.Conditions = merged(st.Conditions, want.Conditions)
 	st.Addresses = want.Addresses
-	old := map[gatewayv1.SectionName][]metav1.Condition{}
-	for _, l := range st.Listeners {
-		old[l.Name] = l.Conditions
-	}
-	st.Listeners = nil
-	for _, l := range want.Listeners {
-		l.Conditions = merged(old[l.Name], l.Conditions)
-		st.Listeners = append(st.Listeners, l)
-	}
+	st.AttachedListenerSets = want.AttachedListenerSets
+	var old map[gatewayv1.SectionName][]metav1.Condition
+	st.Listeners, old = mergedListeners(st.Listeners, want.Listeners, func(l *gatewayv1.ListenerStatus) (gatewayv1.SectionName, *[]metav1.Condition) {
+		return l.Name, &l.Conditions
+	})
 	if equality.Semantic.DeepEqual(*st, g.Status) {
 		return nil
 	}
@@ -449,6 +455,45 @@ func (c *controller) writeGateway(ctx context.Context, g *gatewayv1.Gateway, wan
 	g.Status = *st
 	_, err := c.gw.GatewayV1().Gateways(g.Namespace).UpdateStatus(ctx, g, metav1.UpdateOptions{})
 	return ignoreNotFound(err)
+}
+
+// writeListenerSet writes ls's status as want says, when it differs.
+func (c *controller) writeListenerSet(ctx context.Context, ls *gatewayv1.ListenerSet, want *gatewayv1.ListenerSetStatus) error {
+	st := ls.Status.DeepCopy()
+	st.Conditions = merged(st.Conditions, want.Conditions)
+	var old map[gatewayv1.SectionName][]metav1.Condition
+	st.Listeners, old = mergedListeners(st.Listeners, want.Listeners, func(l *gatewayv1.ListenerEntryStatus) (gatewayv1.SectionName, *[]metav1.Condition) {
+		return l.Name, &l.Conditions
+	})
+	if equality.Semantic.DeepEqual(*st, ls.Status) {
+		return nil
+	}
+	tell(c.recorder, ls, "", ls.Status.Conditions, st.Conditions)
+	for _, l := range st.Listeners {
+		tell(c.recorder, ls, "listener "+string(l.Name), old[l.Name], l.Conditions)
+	}
+	ls = ls.DeepCopy()
+	ls.Status = *st
+	_, err := c.gw.GatewayV1().ListenerSets(ls.Namespace).UpdateStatus(ctx, ls, metav1.UpdateOptions{})
+	return ignoreNotFound(err)
+}
+
+// mergedListeners are want's listener statuses, their conditions merged
+// with have's of the same name (their transition times kept), and have's
+// conditions by name.
+func mergedListeners[T any](have, want []T, fields func(*T) (gatewayv1.SectionName, *[]metav1.Condition)) ([]T, map[gatewayv1.SectionName][]metav1.Condition) {
+	old := map[gatewayv1.SectionName][]metav1.Condition{}
+	for i := range have {
+		name, conds := fields(&have[i])
+		old[name] = *conds
+	}
+	var out []T
+	for _, l := range want {
+		name, conds := fields(&l)
+		*conds = merged(old[name], *conds)
+		out = append(out, l)
+	}
+	return out, old
 }
 
 // writeRoutes writes, with update, the status of each route of kind
@@ -602,7 +647,8 @@ func supportedFeatures(opts Options) []gatewayv1.SupportedFeature {
 		"HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors", "HTTPRouteRequestPercentageMirror", "HTTPRouteCORS",
 		"GatewayHTTPSListenerDetectMisdirectedRequests",
 		"BackendTLSPolicy", "BackendTLSPolicySANValidation", "GatewayBackendClientCertificate",
-		"GatewayFrontendClientCertificateValidation", "GatewayFrontendClientCertificateValidationInsecureFallback"}
+		"GatewayFrontendClientCertificateValidation", "GatewayFrontendClientCertificateValidationInsecureFallback", "ListenerSet",
+		"TLSRouteModeTerminate", "TLSRouteModeMixed"}
 	if opts.Addresses != nil {
 		names = append(names, "GatewayStaticAddresses", "GatewayAddressEmpty")
 	}

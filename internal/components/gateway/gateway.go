@@ -83,9 +83,9 @@ const (
 // servedKinds are the standard channel's kinds the nodes serve, whose
 // CRDs the server installs by default: each CRD costs every server
 // memory and start time (docs/performance.md), so the kinds no controller
-// of the cluster serves (ListenerSet, TCPRoute, UDPRoute) are left to
+// of the cluster serves (TCPRoute, UDPRoute) are left to
 // --gateway-api-channel.
-var servedKinds = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "referencegrants", "backendtlspolicies"}
+var servedKinds = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "referencegrants", "backendtlspolicies", "listenersets"}
 
 // installRetryCap bounds the wait between tries of the install.
 const installRetryCap = 30 * time.Second
@@ -117,7 +117,7 @@ func NewOptions() *Options {
 // --disable=ingress are the server's.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Channel, "gateway-api-channel", o.Channel,
-		"Install every CustomResourceDefinition of this Gateway API release channel, standard or experimental, for other controllers' kinds (default: only the kinds kubeboot's nodes serve: GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, ReferenceGrant, BackendTLSPolicy).")
+		"Install every CustomResourceDefinition of this Gateway API release channel, standard or experimental, for other controllers' kinds (default: only the kinds kubeboot's nodes serve: GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, ReferenceGrant, BackendTLSPolicy, ListenerSet).")
 	fs.Var(addressRangeValue{&o.Addresses}, "gateway-addresses",
 		"Give each Gateway an address of its own from this range, a prefix (198.51.100.96/28) or first-last (198.51.100.100-198.51.100.120) on the nodes' network, which one serving node holds and answers for (default: none, every Gateway has the nodes' own addresses, as Ingresses do).")
 	fs.Int32Var(&o.Ingress.HTTPPort, "ingress-http-port", o.Ingress.HTTPPort,

@@ -50,12 +50,13 @@ type snapshot struct {
 	grants     []*gatewayv1.ReferenceGrant
 	// tlsPolicies are the BackendTLSPolicies, configMaps the ConfigMaps
 	// their CA certificates (and the Gateways' clients') come from.
-	tlsPolicies []*gatewayv1.BackendTLSPolicy
-	configMaps  map[types.NamespacedName]*corev1.ConfigMap
-	ingresses   []*networkingv1.Ingress
-	namespaces  map[string]*corev1.Namespace
-	services    map[types.NamespacedName]*corev1.Service
-	secrets     map[types.NamespacedName]*corev1.Secret
+	tlsPolicies  []*gatewayv1.BackendTLSPolicy
+	listenerSets []*gatewayv1.ListenerSet
+	configMaps   map[types.NamespacedName]*corev1.ConfigMap
+	ingresses    []*networkingv1.Ingress
+	namespaces   map[string]*corev1.Namespace
+	services     map[types.NamespacedName]*corev1.Service
+	secrets      map[types.NamespacedName]*corev1.Secret
 	// addresses are the addresses of the nodes that serve, for the
 	// Gateways' and Ingresses' status; none: nothing is programmed.
 	addresses []string
@@ -76,14 +77,17 @@ type snapshot struct {
 
 // model is what a snapshot makes: the nodes' Config and every status.
 type model struct {
-	ports     map[portKey]*portBuilder
-	pool      *dataplane.AddressRange
-	announce  []dataplane.Announcement
-	classes   map[string][]metav1.Condition
-	gateways  map[types.NamespacedName]*gatewayv1.GatewayStatus
-	routes    map[routeKey][]gatewayv1.RouteParentStatus
-	policies  *backendPolicies
-	ingresses map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus
+	ports    map[portKey]*portBuilder
+	pool     *dataplane.AddressRange
+	announce []dataplane.Announcement
+	classes  map[string][]metav1.Condition
+	gateways map[types.NamespacedName]*gatewayv1.GatewayStatus
+	routes   map[routeKey][]gatewayv1.RouteParentStatus
+	policies *backendPolicies
+	// listenerSets are the statuses of the ListenerSets of kubeboot's
+	// Gateways.
+	listenerSets map[types.NamespacedName]*gatewayv1.ListenerSetStatus
+	ingresses    map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus
 	// ingressUnserved says, of an Ingress of kubeboot's class, which of
 	// its ports the nodes cannot serve it on, and why.
 	ingressUnserved map[types.NamespacedName]string
@@ -129,10 +133,28 @@ type sortedRoute struct {
 	fallback bool
 }
 
-// listener is a Gateway's listener as the model judges it.
+// listener is a Gateway's listener, or one of a ListenerSet of the
+// Gateway's, as the model judges it.
 type listener struct {
-	// namespace is its Gateway's.
-	namespace string
+	// namespace is its owner's (its Gateway's or ListenerSet's), from
+	// whose namespace its routes and references are judged; ownerKind the
+	// owner's kind, generation its generation.
+	namespace  string
+	ownerKind  string
+	generation int64
+	// gateway is its Gateway, whose tls it has; rank orders its owner
+	// among the Gateway's listeners' owners: 0 the Gateway, then its
+	// ListenerSets, oldest first. A listener that conflicts with one of
+	// an owner before its own is not accepted, the other is.
+	gateway *gatewayv1.Gateway
+	rank    int
+	// owner names the owner, in messages: "Gateway ns/name".
+	owner string
+	// order is its place among the Gateway's listeners (its own, then its
+	// ListenerSets'), which are judged in this order; conflicted says it
+	// conflicts with one before it.
+	order      int
+	conflicted bool
 	// address is its Gateway's own address, invalid when the Gateways
 	// have the nodes' addresses; unaddressed says why the Gateway has no
 	// address to serve at, if it has none.
@@ -159,7 +181,8 @@ type listener struct {
 func build(s *snapshot) *model {
 	m := &model{ports: map[portKey]*portBuilder{}, pool: s.pool, classes: map[string][]metav1.Condition{},
 		gateways: map[types.NamespacedName]*gatewayv1.GatewayStatus{}, routes: map[routeKey][]gatewayv1.RouteParentStatus{},
-		ingresses: map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus{}, ingressUnserved: map[types.NamespacedName]string{}}
+		listenerSets: map[types.NamespacedName]*gatewayv1.ListenerSetStatus{},
+		ingresses:    map[types.NamespacedName]networkingv1.IngressLoadBalancerStatus{}, ingressUnserved: map[types.NamespacedName]string{}}
 	ours := map[string]*gatewayv1.GatewayClass{}
 	for _, c := range s.classes {
 		if c.Spec.ControllerName != ControllerName {
@@ -180,9 +203,9 @@ func build(s *snapshot) *model {
 			return supportedAddresses(s.pool, g.Spec.Addresses) != ""
 		}))
 	}
-	listeners := map[types.NamespacedName][]*listener{}
+	parents := map[parentID]*parentListeners{}
 	for _, g := range gateways {
-		listeners[nameOf(g)] = m.gateway(s, g, own[nameOf(g)], unusable[nameOf(g)])
+		m.gateway(s, g, own[nameOf(g)], unusable[nameOf(g)], parents)
 	}
 	m.policies = judgePolicies(s)
 	var routes []*routeSpec
@@ -197,13 +220,10 @@ func build(s *snapshot) *model {
 	}
 	slices.SortFunc(routes, func(a, b *routeSpec) int { return olderFirst(&a.ObjectMeta, &b.ObjectMeta) })
 	for _, r := range routes {
-		m.route(s, r, listeners)
+		m.route(s, r, parents)
 	}
-	for nn, ls := range listeners {
-		st := m.gateways[nn]
-		for _, l := range ls {
-			st.Listeners = append(st.Listeners, *l.status)
-		}
+	for id, p := range parents {
+		m.listenerStatuses(id, p.listeners)
 	}
 	if s.ingress != nil {
 		m.ingressesOf(s)
@@ -211,12 +231,13 @@ func build(s *snapshot) *model {
 	return m
 }
 
-// gateway judges g's listeners and takes their ports, at g's own
-// address if the Gateways have their own (unusable: why the one its spec
-// asks for cannot be); its status is in m.gateways, but for its
-// listeners', which its routes complete.
-func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway, address netip.Addr, unusable string) []*listener {
-	source := "Gateway " + g.Namespace + "/" + g.Name
+// gateway judges g's listeners, and its ListenerSets', and takes their
+// ports, at g's own address if the Gateways have their own (unusable:
+// why the one its spec asks for cannot be); its status is in m.gateways
+// and its ListenerSets' in m.listenerSets, but for their listeners',
+// which their routes complete. parents gets the listeners of g and of
+// each of its ListenerSets, which routes attach to.
+func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway, address netip.Addr, unusable string, parents map[parentID]*parentListeners) {
 	// Why the Gateway has no address to serve at, if it has none.
 	unsupported := supportedAddresses(s.pool, g.Spec.Addresses)
 	unaddressed := cmp.Or(unsupported, unusable)
@@ -227,18 +248,37 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway, address netip.Addr, u
 		unaddressed = "No node serves Gateways yet"
 	}
 	clientCert, clientCertReason, clientCertMsg := gatewayClientCertificate(s, g)
+	newListener := func(spec *gatewayv1.Listener, owner metav1.Object, kind string, rank int) *listener {
+		return &listener{namespace: owner.GetNamespace(), ownerKind: kind, generation: owner.GetGeneration(), gateway: g, rank: rank,
+			owner:   kind + " " + owner.GetNamespace() + "/" + owner.GetName(),
+			address: address, unaddressed: unaddressed, spec: spec, clientCert: clientCert,
+			status: &gatewayv1.ListenerStatus{Name: spec.Name, SupportedKinds: []gatewayv1.RouteGroupKind{}}}
+	}
 	var ls []*listener
 	byPort := map[gatewayv1.PortNumber][]*listener{}
 	for i := range g.Spec.Listeners {
-		spec := &g.Spec.Listeners[i]
-		l := &listener{namespace: g.Namespace, address: address, unaddressed: unaddressed, spec: spec, clientCert: clientCert,
-			status: &gatewayv1.ListenerStatus{Name: spec.Name, SupportedKinds: []gatewayv1.RouteGroupKind{}}}
+		l := newListener(&g.Spec.Listeners[i], g, "Gateway", 0)
+		l.order = len(ls)
 		ls = append(ls, l)
-		byPort[spec.Port] = append(byPort[spec.Port], l)
+		byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
+	}
+	sets := m.listenerSetsOf(s, g)
+	var setListeners []*listener
+	for i, set := range sets {
+		if !set.allowed {
+			continue
+		}
+		for _, spec := range set.specs {
+			l := newListener(spec, set.ls, kindListenerSet, i+1)
+			l.order = len(ls) + len(setListeners)
+			set.listeners = append(set.listeners, l)
+			setListeners = append(setListeners, l)
+			byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
+		}
 	}
 	accepted, programmed, unresolved, insecure := 0, 0, 0, false
 	for _, l := range ls {
-		m.judgeListener(s, g, l, byPort[l.spec.Port])
+		m.judgeListener(s, l, byPort[l.spec.Port])
 		if l.accepted {
 			accepted++
 		}
@@ -250,7 +290,7 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway, address netip.Addr, u
 		}
 		if l.programmed {
 			programmed++
-			m.take(l, source)
+			m.take(l, l.owner)
 		}
 	}
 	st := &gatewayv1.GatewayStatus{}
@@ -300,8 +340,19 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway, address netip.Addr, u
 		st.Conditions = append(st.Conditions, condition(g.Generation, gatewayv1.GatewayConditionProgrammed, false, gatewayv1.GatewayReasonInvalid,
 			"No listener can be served"))
 	}
+	for _, l := range setListeners {
+		m.judgeListener(s, l, byPort[l.spec.Port])
+		if l.programmed {
+			m.take(l, l.owner)
+		}
+	}
+	attached := m.judgeListenerSets(sets, gatewayAccepted.Status == metav1.ConditionTrue)
+	st.AttachedListenerSets = ptr.To(attached)
 	m.gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}] = st
-	return ls
+	parents[parentID{"Gateway", nameOf(g)}] = &parentListeners{nameOf(g), ls}
+	for _, set := range sets {
+		parents[parentID{kindListenerSet, nameOf(set.ls)}] = &parentListeners{nameOf(g), set.listeners}
+	}
 }
 
 // judgeListener sets l's supported kinds and conditions: its protocol,
@@ -309,15 +360,44 @@ func (m *model) gateway(s *snapshot, g *gatewayv1.Gateway, address netip.Addr, u
 // port (samePort, l among them) and with what holds the port elsewhere.
 // A listener whose references do not resolve still takes routes, and is
 // not programmed.
-func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, samePort []*listener) {
-	gen := g.Generation
+func (m *model) judgeListener(s *snapshot, l *listener, samePort []*listener) {
+	gen := l.generation
 	var conds []metav1.Condition
 	notAccepted := ""
+	has := func(t gatewayv1.ListenerConditionType) bool {
+		return slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == string(t) })
+	}
 	refuse := func(t gatewayv1.ListenerConditionType, reason gatewayv1.ListenerConditionReason, msg string) {
 		if notAccepted == "" {
 			notAccepted = string(reason)
 		}
-		conds = append(conds, condition(gen, t, t == gatewayv1.ListenerConditionConflicted, reason, msg))
+		if !has(t) {
+			conds = append(conds, condition(gen, t, t == gatewayv1.ListenerConditionConflicted, reason, msg))
+		}
+	}
+	// Conflicts first: a listener that conflicts says so, whatever else
+	// it is. The Gateway's own listeners that conflict are all refused;
+	// a ListenerSet's yields to each listener before it that is not.
+	for _, o := range samePort {
+		if o == l || (l.rank > 0 || o.rank > 0) && (o.order > l.order || o.conflicted) {
+			continue
+		}
+		reason, msg := gatewayv1.ListenerConditionReason(""), ""
+		switch {
+		case o.spec.Protocol != l.spec.Protocol:
+			reason, msg = gatewayv1.ListenerReasonProtocolConflict, fmt.Sprintf("Listener %s has port %d with protocol %s", o.spec.Name, l.spec.Port, o.spec.Protocol)
+		case ptr.Deref(o.spec.Hostname, "") == ptr.Deref(l.spec.Hostname, ""):
+			reason, msg = gatewayv1.ListenerReasonHostnameConflict, fmt.Sprintf("Listener %s has port %d and the same hostname", o.spec.Name, l.spec.Port)
+		default:
+			continue
+		}
+		if o.owner != l.owner {
+			msg = fmt.Sprintf("%s of %s", msg, o.owner)
+		}
+		l.conflicted = true
+		refuse(gatewayv1.ListenerConditionConflicted, reason, msg)
+		refuse(gatewayv1.ListenerConditionAccepted, reason, msg)
+		break
 	}
 	var unresolved *metav1.Condition
 	kinds, served := listenerKinds[l.spec.Protocol]
@@ -325,9 +405,6 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 	case !served:
 		refuse(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonUnsupportedProtocol,
 			fmt.Sprintf("Protocol %s is not supported: HTTP, HTTPS and TLS are", l.spec.Protocol))
-	case l.spec.Protocol == gatewayv1.TLSProtocolType && (l.spec.TLS == nil || ptr.Deref(l.spec.TLS.Mode, gatewayv1.TLSModeTerminate) != gatewayv1.TLSModePassthrough):
-		refuse(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonUnsupportedValue,
-			"A TLS listener passes TLS through to its routes' backends (tls.mode Passthrough); HTTPS terminates it")
 	default:
 		var kindsOK bool
 		if l.status.SupportedKinds, kindsOK = supportedKinds(kinds, l.spec.AllowedRoutes); !kindsOK {
@@ -336,8 +413,8 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 			unresolved = &c
 		}
 	}
-	if l.spec.Protocol == gatewayv1.HTTPSProtocolType && unresolved == nil {
-		cert, reason, msg := certificate(s, g, l.spec.TLS)
+	if terminates(l.spec) && unresolved == nil {
+		cert, reason, msg := certificate(s, l.ownerKind, l.namespace, l.spec.TLS)
 		if reason != "" {
 			c := condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, reason, msg)
 			unresolved = &c
@@ -345,7 +422,7 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 		l.cert = cert
 	}
 	if l.spec.Protocol == gatewayv1.HTTPSProtocolType {
-		v, reason, msg, noneValid := frontendValidation(s, g, l.spec.Port)
+		v, reason, msg, noneValid := frontendValidation(s, l.gateway, l.spec.Port)
 		if reason != "" && unresolved == nil {
 			c := condition(gen, gatewayv1.ListenerConditionResolvedRefs, false, reason, msg)
 			unresolved = &c
@@ -355,21 +432,6 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 		}
 		l.validation = v
 	}
-	for _, o := range samePort {
-		if o == l {
-			continue
-		}
-		if o.spec.Protocol != l.spec.Protocol {
-			refuse(gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerReasonProtocolConflict,
-				fmt.Sprintf("Listener %s has port %d with protocol %s", o.spec.Name, l.spec.Port, o.spec.Protocol))
-			break
-		}
-		if ptr.Deref(o.spec.Hostname, "") == ptr.Deref(l.spec.Hostname, "") {
-			refuse(gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerReasonHostnameConflict,
-				fmt.Sprintf("Listener %s has port %d and the same hostname", o.spec.Name, l.spec.Port))
-			break
-		}
-	}
 	if notAccepted == "" {
 		if holder := portHolder(s, m, l); holder != "" {
 			refuse(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerReasonPortUnavailable,
@@ -378,14 +440,11 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 	}
 	l.accepted = notAccepted == ""
 	l.programmed = l.accepted && unresolved == nil && l.unaddressed == ""
-	has := func(t gatewayv1.ListenerConditionType) bool {
-		return slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == string(t) })
-	}
 	if !has(gatewayv1.ListenerConditionAccepted) {
 		if l.accepted {
 			conds = append(conds, condition(gen, gatewayv1.ListenerConditionAccepted, true, gatewayv1.ListenerReasonAccepted, ""))
 		} else {
-			conds = append(conds, condition(gen, gatewayv1.ListenerConditionAccepted, false, gatewayv1.ListenerReasonInvalid, "The listener conflicts"))
+			conds = append(conds, condition(gen, gatewayv1.ListenerConditionAccepted, false, gatewayv1.ListenerReasonInvalid, "The listener is not valid"))
 		}
 	}
 	if !has(gatewayv1.ListenerConditionConflicted) {
@@ -401,6 +460,8 @@ func (m *model) judgeListener(s *snapshot, g *gatewayv1.Gateway, l *listener, sa
 		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, true, gatewayv1.ListenerReasonProgrammed, ""))
 	case l.accepted && unresolved == nil:
 		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonPending, l.unaddressed))
+	case l.conflicted:
+		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerConditionReason(notAccepted), "The listener conflicts"))
 	default:
 		conds = append(conds, condition(gen, gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, "The listener cannot be served"))
 	}
@@ -484,16 +545,30 @@ func kindNames(kinds []gatewayv1.Kind) string {
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
-// certificate is the certificate an HTTPS listener of g presents, or the
-// reason and message its references do not resolve.
-func certificate(s *snapshot, g *gatewayv1.Gateway, t *gatewayv1.ListenerTLSConfig) (*dataplane.Certificate, gatewayv1.ListenerConditionReason, string) {
+// terminates reports whether l ends its clients' TLS sessions with a
+// certificate of its own: HTTPS, and TLS of mode Terminate (the other,
+// Passthrough, passes them to its routes' backends).
+func terminates(l *gatewayv1.Listener) bool {
+	switch l.Protocol {
+	case gatewayv1.HTTPSProtocolType:
+		return true
+	case gatewayv1.TLSProtocolType:
+		return l.TLS == nil || ptr.Deref(l.TLS.Mode, gatewayv1.TLSModeTerminate) == gatewayv1.TLSModeTerminate
+	}
+	return false
+}
+
+// certificate is the certificate a listener (of an owner of fromKind in
+// fromNamespace) that terminates TLS presents, or the reason and message
+// its references do not resolve.
+func certificate(s *snapshot, fromKind, fromNamespace string, t *gatewayv1.ListenerTLSConfig) (*dataplane.Certificate, gatewayv1.ListenerConditionReason, string) {
 	if t == nil || len(t.CertificateRefs) == 0 {
-		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener needs tls.certificateRefs"
+		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, "A listener that terminates TLS needs tls.certificateRefs"
 	}
 	if t.Mode != nil && *t.Mode != gatewayv1.TLSModeTerminate {
 		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener terminates TLS (tls.mode Terminate)"
 	}
-	return secretCertificate(s, g, "certificateRefs[0]", t.CertificateRefs[0])
+	return secretCertificate(s, fromKind, fromNamespace, "certificateRefs[0]", t.CertificateRefs[0])
 }
 
 // granted reports whether a ReferenceGrant in toNamespace lets objects of

@@ -290,6 +290,7 @@ func TestListeners(t *testing.T) {
 				tc.edit(s)
 			}
 			m := build(s)
+			everyReason(t, m)
 			g := tc.gateways[tc.gateway]
 			st := m.gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}]
 			wantCond(t, "listener", st.Listeners[0].Conditions, tc.condType, tc.status, tc.reason)
@@ -476,6 +477,7 @@ func TestGRPCRoute(t *testing.T) {
 // passthrough one conflicts; a TLSRoute does not attach to an HTTP
 // listener nor an HTTPRoute to a TLS one.
 func TestTLSPassthrough(t *testing.T) {
+	cert, key := selfSigned(t, "t.example.com")
 	tlsListener := func(name string, port int32, hostname string, mode gatewayv1.TLSModeType) gatewayv1.Listener {
 		l := httpListener(name, port, gatewayv1.NamespacesFromSame, hostname)
 		l.Protocol = gatewayv1.TLSProtocolType
@@ -484,10 +486,14 @@ func TestTLSPassthrough(t *testing.T) {
 	}
 	s := baseSnapshot()
 	s.services[types.NamespacedName{Namespace: "app", Name: "tls"}] = service("app", "tls", 8443)
+	s.secrets[types.NamespacedName{Namespace: "app", Name: "cert"}] = &corev1.Secret{Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}
+	terminate := tlsListener("terminate", 8443, "t.example.com", gatewayv1.TLSModeTerminate)
+	terminate.TLS.CertificateRefs = []gatewayv1.SecretObjectReference{{Name: "cert"}}
 	s.gateways = []*gatewayv1.Gateway{
 		gw("app", "g", 0,
 			tlsListener("passthrough", 443, "*.example.com", gatewayv1.TLSModePassthrough),
-			tlsListener("terminate", 8443, "t.example.com", gatewayv1.TLSModeTerminate),
+			terminate,
+			tlsListener("terminate-without-certificate", 9443, "u.example.com", gatewayv1.TLSModeTerminate),
 			httpListener("http", 80, gatewayv1.NamespacesFromSame, "")),
 		gw("app", "h", 1, httpListener("http-on-443", 443, gatewayv1.NamespacesFromSame, "")),
 	}
@@ -516,7 +522,8 @@ func TestTLSPassthrough(t *testing.T) {
 	if len(pass.SupportedKinds) != 1 || pass.SupportedKinds[0].Kind != kindTLSRoute || pass.AttachedRoutes != 1 {
 		t.Errorf("listener passthrough: kinds %+v, %d routes attached; want TLSRoute, 1", pass.SupportedKinds, pass.AttachedRoutes)
 	}
-	wantCond(t, "listener terminate", listeners["terminate"].Conditions, "Accepted", metav1.ConditionFalse, "UnsupportedValue")
+	wantCond(t, "listener terminate", listeners["terminate"].Conditions, "Programmed", metav1.ConditionTrue, "Programmed")
+	wantCond(t, "listener terminate-without-certificate", listeners["terminate-without-certificate"].Conditions, "ResolvedRefs", metav1.ConditionFalse, "InvalidCertificateRef")
 	wantCond(t, "listener http-on-443", listeners["http-on-443"].Conditions, "Accepted", metav1.ConditionFalse, "PortUnavailable")
 
 	wantCond(t, "TLSRoute app/tls", m.routes[routeKey{kindTLSRoute, nameOf(tlsRoute)}][0].Conditions, "Accepted", metav1.ConditionTrue, "Accepted")
@@ -524,16 +531,21 @@ func TestTLSPassthrough(t *testing.T) {
 	wantCond(t, "HTTPRoute app/web", m.routes[routeKey{kindHTTPRoute, nameOf(httpToTLS)}][0].Conditions, "Accepted", metav1.ConditionFalse, "NotAllowedByListeners")
 
 	cfg := m.config(1)
-	var p443 *dataplane.Port
+	var p443, p8443 *dataplane.Port
 	for i := range cfg.Ports {
-		if cfg.Ports[i].Port == 443 {
+		switch cfg.Ports[i].Port {
+		case 443:
 			p443 = &cfg.Ports[i]
-		}
-		if cfg.Ports[i].Port == 8443 {
-			t.Error("the Terminate listener's port is served")
+		case 8443:
+			p8443 = &cfg.Ports[i]
+		case 9443:
+			t.Error("the Terminate listener without a certificate is served")
 		}
 	}
-	if p443 == nil || !p443.Passthrough || p443.TLS || len(p443.Hosts) != 1 || p443.Hosts[0].Hostname != "*.example.com" ||
+	if p8443 == nil || !p8443.Passthrough || len(p8443.Hosts) != 1 || p8443.Hosts[0].Certificate == nil {
+		t.Errorf("port 8443: %+v; want a TLS port whose host terminates with its certificate", p8443)
+	}
+	if p443 == nil || !p443.Passthrough || p443.TLS || len(p443.Hosts) != 1 || p443.Hosts[0].Hostname != "*.example.com" || p443.Hosts[0].Certificate != nil ||
 		len(p443.Hosts[0].Routes) != 1 || p443.Hosts[0].Routes[0].Hostnames[0] != "abc.example.com" || p443.Hosts[0].Routes[0].Backends[0].Service != "tls" {
 		t.Errorf("port 443: %+v; want passed through, abc.example.com to Service tls", p443)
 	}

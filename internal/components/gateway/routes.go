@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -174,22 +173,23 @@ func grpcMatch(m gatewayv1.GRPCRouteMatch) (gatewayv1.HTTPRouteMatch, grpcRank) 
 }
 
 // route attaches r to the listeners of its parents that are kubeboot's
-// Gateways', as the Gateway API says, and gives the nodes its rules for
+// Gateways' (or their ListenerSets'), as the Gateway API says, and gives the nodes its rules for
 // each host it attaches with; its status is in m.routes.
-func (m *model) route(s *snapshot, r *routeSpec, gateways map[types.NamespacedName][]*listener) {
+func (m *model) route(s *snapshot, r *routeSpec, parentsByID map[parentID]*parentListeners) {
 	backends, resolved := resolveBackends(s, m.policies, r)
 	unsupported := unsupportedFilter(r)
 	var parents []gatewayv1.RouteParentStatus
 	for _, ref := range r.parentRefs {
-		if ptr.Deref(ref.Group, groupGateway) != groupGateway || ptr.Deref(ref.Kind, "Gateway") != "Gateway" {
+		kind := ptr.Deref(ref.Kind, "Gateway")
+		if ptr.Deref(ref.Group, groupGateway) != groupGateway || kind != "Gateway" && kind != kindListenerSet {
 			continue
 		}
-		gw := types.NamespacedName{Namespace: string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(r.Namespace))), Name: string(ref.Name)}
-		listeners, ours := gateways[gw]
+		p, ours := parentsByID[parentID{string(kind), types.NamespacedName{Namespace: string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(r.Namespace))), Name: string(ref.Name)}}]
 		if !ours {
 			continue
 		}
-		m.policies.reached(gw, backends)
+		listeners := p.listeners
+		m.policies.reached(p.gateway, backends)
 		ps := gatewayv1.RouteParentStatus{ParentRef: ref, ControllerName: ControllerName}
 		var accepted metav1.Condition
 		if unsupported != "" {
@@ -349,17 +349,7 @@ func allows(s *snapshot, l *listener, kind gatewayv1.Kind, ns string) bool {
 		from = ptr.Deref(a.Namespaces.From, gatewayv1.NamespacesFromSame)
 		selector = a.Namespaces.Selector
 	}
-	switch from {
-	case gatewayv1.NamespacesFromAll:
-		return true
-	case gatewayv1.NamespacesFromSelector:
-		sel, err := metav1.LabelSelectorAsSelector(selector)
-		n := s.namespaces[ns]
-		return err == nil && selector != nil && n != nil && sel.Matches(labels.Set(n.Labels))
-	case gatewayv1.NamespacesFromSame:
-		return ns == l.namespace
-	}
-	return false
+	return namespaceAllowed(s, from, selector, ns, l.namespace)
 }
 
 // intersect is the hostnames a route with hostnames serves on a listener

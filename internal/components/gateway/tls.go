@@ -251,7 +251,7 @@ func gatewayClientCertificate(s *snapshot, g *gatewayv1.Gateway) (*dataplane.Cer
 		return nil, "", ""
 	}
 	ref := g.Spec.TLS.Backend.ClientCertificateRef
-	cert, reason, msg := secretCertificate(s, g, "tls.backend.clientCertificateRef", *ref)
+	cert, reason, msg := secretCertificate(s, "Gateway", g.Namespace, "tls.backend.clientCertificateRef", *ref)
 	switch reason {
 	case "":
 		return cert, "", ""
@@ -262,16 +262,17 @@ func gatewayClientCertificate(s *snapshot, g *gatewayv1.Gateway) (*dataplane.Cer
 }
 
 // secretCertificate is the certificate and key of the TLS Secret ref of
-// g's field names, or the reason (InvalidCertificateRef,
-// RefNotPermitted) and message it does not resolve.
-func secretCertificate(s *snapshot, g *gatewayv1.Gateway, field string, ref gatewayv1.SecretObjectReference) (*dataplane.Certificate, gatewayv1.ListenerConditionReason, string) {
+// the field of an object of fromKind in fromNamespace names, or the
+// reason (InvalidCertificateRef, RefNotPermitted) and message it does
+// not resolve.
+func secretCertificate(s *snapshot, fromKind, fromNamespace, field string, ref gatewayv1.SecretObjectReference) (*dataplane.Certificate, gatewayv1.ListenerConditionReason, string) {
 	if ptr.Deref(ref.Group, "") != "" || ptr.Deref(ref.Kind, "Secret") != "Secret" {
 		return nil, gatewayv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("%s is a %s.%s: only Secrets are supported",
 			field, ptr.Deref(ref.Kind, "Secret"), ptr.Deref(ref.Group, ""))
 	}
-	ns := string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(g.Namespace)))
-	if ns != g.Namespace && !granted(s, "Gateway", g.Namespace, "", "Secret", ns, string(ref.Name)) {
-		return nil, gatewayv1.ListenerReasonRefNotPermitted, fmt.Sprintf("%s: no ReferenceGrant in %s lets Gateways of %s use Secret %s", field, ns, g.Namespace, ref.Name)
+	ns := string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(fromNamespace)))
+	if ns != fromNamespace && !granted(s, fromKind, fromNamespace, "", "Secret", ns, string(ref.Name)) {
+		return nil, gatewayv1.ListenerReasonRefNotPermitted, fmt.Sprintf("%s: no ReferenceGrant in %s lets %ss of %s use Secret %s", field, ns, fromKind, fromNamespace, ref.Name)
 	}
 	secret := s.secrets[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
 	if secret == nil {

@@ -164,6 +164,7 @@ func TestGatewayTLS(t *testing.T) {
 			s.routes = []*gatewayv1.HTTPRoute{httpRoute("app", "r", 0, parent("app", "g"), nil, ruleTo("web", 8080))}
 			s.tlsPolicies = []*gatewayv1.BackendTLSPolicy{tlsPolicy("p", 0, "", "ca")}
 			m := build(s)
+			everyReason(t, m)
 			st := m.gateways[types.NamespacedName{Namespace: "app", Name: "g"}]
 			status := func(reason, ok string) metav1.ConditionStatus {
 				if reason == ok {

@@ -25,8 +25,11 @@ import (
 
 // Version is the Config format's; a node refuses a Config of another (and
 // serves what it served): 2 added Port.Passthrough, which a node of
-// format 1 would serve as HTTP, and Port.Address.
-const Version = 2
+// format 1 would serve as HTTP, and Port.Address; 3 added Backend.TLS,
+// Host.ClientValidation and the hosts of Passthrough ports that
+// terminate TLS, which a node of format 2 would serve in the clear, not
+// check, or pass through.
+const Version = 3
 
 // The published Config: one Secret, its gzipped JSON under ConfigKey,
 // which the nodes' agents may read (and no other Secret).
@@ -81,10 +84,12 @@ type Port struct {
 	Port    int32      `json:"port"`
 	// TLS says the port terminates TLS: HTTPS.
 	TLS bool `json:"tls,omitempty"`
-	// Passthrough says the port passes TLS connections through to the
-	// backends as they came (a TLS listener of mode Passthrough): the
-	// server name a client asks for (SNI) chooses the host and the route,
-	// whose Match is not used.
+	// Passthrough says the port serves TLS connections to the backends
+	// as streams (TLS listeners): the server name a client asks for (SNI)
+	// chooses the host and the route, whose Match is not used. A host
+	// with a Certificate ends the TLS session (mode Terminate) and passes
+	// the stream it carries; one without passes the connection through as
+	// it came (mode Passthrough).
 	Passthrough bool `json:"passthrough,omitempty"`
 	// Hosts are the listeners' hostnames. A request is served by the
 	// most specific one its host matches (an exact name, then the longest
@@ -100,7 +105,8 @@ type Host struct {
 	// ("*.example.com"), or "" for any host.
 	Hostname string `json:"hostname,omitempty"`
 	// Certificate is presented to clients that ask for the hostname (SNI)
-	// on a TLS port; nil on a plain one.
+	// on a TLS port; nil on a plain one, and on a Passthrough port's
+	// hosts that pass TLS through.
 	Certificate *Certificate `json:"certificate,omitempty"`
 	// ClientValidation is how the clients that ask for the hostname must
 	// prove who they are (a Gateway's tls.frontend); nil: they need not.

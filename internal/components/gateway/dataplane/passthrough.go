@@ -18,14 +18,17 @@ import (
 // send its ClientHello.
 const handshakeTimeout = 10 * time.Second
 
-// passthrough serves a Passthrough port: it reads the server name of each
+// passthrough serves a TLS port: it reads the server name of each
 // connection's ClientHello, and splices the connection, those bytes
-// first, to an endpoint of the route's backend; the TLS session is the
-// client's and the backend's.
+// first, to an endpoint of the route's backend, so that the TLS session
+// is the client's and the backend's; or, where the host has a
+// certificate (a listener of mode Terminate), ends the session with it
+// and splices what it carries, in the clear.
 type passthrough struct {
 	port      int32
 	ln        net.Listener
 	routes    atomic.Pointer[portRoutes]
+	certs     atomic.Pointer[certIndex]
 	endpoints Endpoints
 	dialer    net.Dialer
 
@@ -114,6 +117,14 @@ func (p *passthrough) handle(ctx context.Context, c net.Conn) error {
 	if !ok {
 		return errors.New(candidates[0].Name + ": no ready endpoint")
 	}
+	var client net.Conn = c
+	if hr.host.Certificate != nil {
+		tc, err := p.terminate(c, name, hello)
+		if err != nil {
+			return err
+		}
+		client, hello = tc, nil
+	}
 	up, err := p.dialer.DialContext(ctx, "tcp", target)
 	if err != nil {
 		return err
@@ -126,9 +137,42 @@ func (p *passthrough) handle(ctx context.Context, c net.Conn) error {
 	if _, err := up.Write(hello); err != nil {
 		return err
 	}
-	splice(c, up)
+	splice(client, up)
 	return nil
 }
+
+// terminate ends c's TLS session with the certificate of its server
+// name's host, the ClientHello read (hello) first: the stream it carries
+// is the backend's, in the clear.
+func (p *passthrough) terminate(c net.Conn, name string, hello []byte) (*tls.Conn, error) {
+	idx := p.certs.Load()
+	if idx == nil {
+		return nil, errors.New("no certificate")
+	}
+	cfg, err := idx.get(name)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.Clone()
+	cfg.NextProtos = nil // a stream, not HTTP
+	tc := tls.Server(replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(hello), c)}, cfg)
+	if err := c.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
+		return nil, err
+	}
+	if err := tc.Handshake(); err != nil {
+		return nil, err
+	}
+	return tc, c.SetDeadline(time.Time{})
+}
+
+// replayConn reads what r gives (bytes already read, then the
+// connection's) and writes to the connection.
+type replayConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (rc replayConn) Read(b []byte) (int, error) { return rc.r.Read(b) }
 
 // splice copies both ways until both ends finish; each end's EOF closes
 // the other's writing half, so that a half-closed stream drains.

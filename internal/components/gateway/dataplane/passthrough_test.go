@@ -112,3 +112,61 @@ func TestPassthrough(t *testing.T) {
 		t.Error("the port still accepts after shutdown")
 	}
 }
+
+// TestTerminate: a TLS port's host with a certificate (a listener of
+// mode Terminate) ends the client's session with it and passes the
+// stream to the backend in the clear.
+func TestTerminate(t *testing.T) {
+	backend, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	go func() {
+		for {
+			c, err := backend.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				_, _ = c.Write([]byte("plain: " + line))
+			}()
+		}
+	}()
+	kp, err := pki.NewSelfSigned(pki.ServingSpec{CommonName: "tls.example.com", DNSNames: []string{"tls.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := &Port{Port: 8443, Passthrough: true, Hosts: []Host{
+		{Hostname: "tls.example.com", Certificate: &Certificate{Cert: kp.CertPEM, Key: kp.KeyPEM}, Routes: []Route{{Name: "t", Backends: to("plain")}}}}}
+	p := newPassthrough(8443, ln, fixedEndpoints{addr: backend.Addr().String()})
+	routes, errs := compile(port)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	p.routes.Store(routes)
+	p.certs.Store(indexCertificates(t.Context(), port))
+	go p.serve(t.Context())
+	defer p.shutdown(t.Context())
+
+	roots := x509.NewCertPool()
+	roots.AddCert(kp.Cert)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), &tls.Config{ServerName: "tls.example.com", RootCAs: roots})
+	if err != nil {
+		t.Fatalf("the handshake with the port's certificate: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "plain: hello\n" {
+		t.Errorf("the backend answered %q, %v; want the stream in the clear", got, err)
+	}
+}

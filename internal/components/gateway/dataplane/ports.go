@@ -129,6 +129,7 @@ func (sock *socket) update(ctx context.Context, s *servers, ports map[netip.Addr
 		}
 		if p.Passthrough {
 			e.tcp.routes.Store(routes)
+			e.tcp.certs.Store(indexCertificates(ctx, p))
 			continue
 		}
 		e.handler.routes.Store(routes)
