@@ -8,6 +8,7 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
 
@@ -100,9 +101,45 @@ func (h *holder) sync(ctx context.Context, want map[netip.Addr]bool) error {
 			continue
 		}
 		klog.FromContext(ctx).Info("Holding a Gateway's address", "address", addr, "interface", link.Attrs().Name)
+		if err := announce(link, addr); err != nil {
+			// The address is held: clients whose ARP caches name its last
+			// holder reach this one once their caches expire.
+			klog.FromContext(ctx).Error(err, "Announcing a Gateway's address on its network", "address", addr, "interface", link.Attrs().Name)
+		}
 	}
 	return errors.Join(errs...)
 }
+
+// announce tells addr's network that link now has it, with a gratuitous
+// ARP request (RFC 5227's ARP Announcement), so that the hosts and
+// switches that cached its last holder's hardware address move to
+// link's at once rather than when their caches expire. Only IPv4 on
+// Ethernet: a loopback has no neighbours to tell.
+func announce(link netlink.Link, addr netip.Addr) error {
+	mac := link.Attrs().HardwareAddr
+	if !addr.Is4() || len(mac) != 6 || link.Attrs().Flags&net.FlagLoopback != 0 {
+		return nil
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ARP)))
+	if err != nil {
+		return fmt.Errorf("an ARP socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ip := addr.As4()
+	// Hardware type Ethernet, protocol IPv4, their lengths, operation
+	// request; sender and target the address, target hardware unknown.
+	packet := []byte{0, 1, 8, 0, 6, 4, 0, 1}
+	packet = append(packet, mac...)
+	packet = append(packet, ip[:]...)
+	packet = append(packet, 0, 0, 0, 0, 0, 0)
+	packet = append(packet, ip[:]...)
+	to := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: link.Attrs().Index, Halen: 6,
+		Addr: [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+	return unix.Sendto(fd, packet, 0, to)
+}
+
+// htons is v in network byte order, as AF_PACKET takes protocols.
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // linkFor is the interface whose network (an address's prefix, not a
 // single address's) holds addr, else the loopback interface.

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -57,6 +58,14 @@ func testHolder(t *testing.T) {
 	}
 	add(eth, "198.51.100.1/24")
 	add(eth, "198.51.100.103/32") // left by an earlier run, now another node's
+	peer, err := netlink.LinkByName("peer0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(peer); err != nil {
+		t.Fatal(err)
+	}
+	arps := listenARP(t, peer)
 	add(eth, "192.0.2.7/32")      // not of the range
 	held := func() map[string]string {
 		addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
@@ -84,6 +93,22 @@ func testHolder(t *testing.T) {
 	if got["198.51.100.100/32"] != "eth0" || got["198.51.100.103/32"] != "" || got["192.0.2.7/32"] != "eth0" {
 		t.Errorf("addresses %v: want 198.51.100.100 on eth0, 198.51.100.103 removed, 192.0.2.7 kept", got)
 	}
+	// The network hears that eth0 has it now: a gratuitous ARP request
+	// from eth0's hardware address, sender and target the address.
+	select {
+	case p := <-arps:
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]byte{0, 1, 8, 0, 6, 4, 0, 1}, eth0.Attrs().HardwareAddr...)
+		want = append(want, 198, 51, 100, 100, 0, 0, 0, 0, 0, 0, 198, 51, 100, 100)
+		if !slices.Equal(p, want) {
+			t.Errorf("the ARP announcement %x, want %x", p, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no ARP announcement of 198.51.100.100 on the network")
+	}
 
 	// An address of no network the node has goes on the loopback.
 	pool.Last = netip.MustParseAddr("198.51.101.10")
@@ -107,4 +132,31 @@ func testHolder(t *testing.T) {
 	if _, err := net.Listen("tcp", "198.51.100.100:80"); err == nil {
 		t.Error("a released address still listens")
 	}
+}
+
+// listenARP returns the ARP packets link receives (their first 28
+// bytes), until the test ends.
+func listenARP(t *testing.T, link netlink.Link) <-chan []byte {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ARP)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: link.Attrs().Index}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	out := make(chan []byte, 16)
+	go func() {
+		for {
+			b := make([]byte, 1500)
+			n, _, err := unix.Recvfrom(fd, b, 0)
+			if err != nil {
+				return
+			}
+			if n >= 28 {
+				out <- b[:28]
+			}
+		}
+	}()
+	return out
 }
