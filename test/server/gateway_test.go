@@ -22,6 +22,11 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gorilla/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -29,16 +34,20 @@ import (
 // checkTrafficIn: an app on the cluster is reached from outside its nodes,
 // at every node's address, by name: through an Ingress of the default
 // class (kubectl create ingress, HTTP and HTTPS with its Secret's
-// certificate), and through a Gateway of class kubeboot and its HTTPRoute;
-// their status has the nodes' addresses; a route to a missing Service says
-// so and answers 500.
+// certificate), and through a Gateway of class kubeboot: its HTTPRoute
+// (HTTP and a WebSocket), a GRPCRoute (gRPC in h2c) and a TLSRoute (TLS
+// passed through); their status has the nodes' addresses; a route to a
+// missing Service says so and answers 500.
 func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, client kubernetes.Interface, nodes ...string) {
-	for _, name := range []string{"http-a", "http-b"} {
-		node := nodes[0]
-		if name == "http-b" {
+	for _, name := range []string{"http-a", "http-b", "https-a"} {
+		node, mode := nodes[0], "http"
+		switch name {
+		case "http-b":
 			node = nodes[1]
+		case "https-a":
+			mode = "https"
 		}
-		pod := webPod(name, node, "http")
+		pod := webPod(name, node, mode)
 		runPod(ctx, t, client, pod)
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
@@ -92,7 +101,10 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 		}
 		gw := gatewayclient.NewForConfigOrDie(config).GatewayV1()
 		g := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: metav1.NamespaceDefault},
-			Spec: gatewayv1.GatewaySpec{GatewayClassName: "kubeboot", Listeners: []gatewayv1.Listener{{Name: "http", Port: 8081, Protocol: gatewayv1.HTTPProtocolType}}}}
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "kubeboot", Listeners: []gatewayv1.Listener{
+				{Name: "http", Port: 8081, Protocol: gatewayv1.HTTPProtocolType},
+				{Name: "tls", Port: 9443, Protocol: gatewayv1.TLSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{Mode: ptr.To(gatewayv1.TLSModePassthrough)}},
+			}}}
 		if _, err := gw.Gateways(g.Namespace).Create(ctx, g, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -132,6 +144,73 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "BackendNotFound", fmt.Sprint(r.Status.Parents)
 		})
 		waitHTTP(t, "http://"+net.JoinHostPort(serverMachine, "8081")+"/missing", "app.example", nil, 500, "")
+
+		t.Run("a WebSocket, by the HTTPRoute", func(t *testing.T) {
+			for _, addr := range addresses {
+				c, _, err := websocket.DefaultDialer.DialContext(ctx, "ws://"+net.JoinHostPort(addr, "8081")+"/chat", http.Header{"Host": {"app.example"}})
+				if err != nil {
+					t.Fatalf("a WebSocket through %s: %v", addr, err)
+				}
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				for _, msg := range []string{"one", "two"} {
+					if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+						t.Fatal(err)
+					}
+					if _, got, err := c.ReadMessage(); err != nil || string(got) != "http-a: "+msg {
+						t.Errorf("through %s: %q, %v; want http-a's echo of %q", addr, got, err, msg)
+					}
+				}
+				c.Close()
+			}
+		})
+
+		t.Run("gRPC, by a GRPCRoute", func(t *testing.T) {
+			r := &gatewayv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Name: "grpc", Namespace: metav1.NamespaceDefault},
+				Spec: gatewayv1.GRPCRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "apps"}}},
+					Hostnames: []gatewayv1.Hostname{"grpc.example"},
+					Rules: []gatewayv1.GRPCRouteRule{{BackendRefs: []gatewayv1.GRPCBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+						Name: "http-b", Port: ptr.To(gatewayv1.PortNumber(80))}}}}}}}}
+			if _, err := gw.GRPCRoutes(r.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, addr := range addresses {
+				conn, err := grpc.NewClient(net.JoinHostPort(addr, "8081"), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("grpc.example"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				// http-b's health service serves its own name only.
+				eventually(t, time.Minute, "health of service http-b through "+addr, func(ctx context.Context) (bool, string) {
+					resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "http-b"})
+					if err != nil {
+						return false, err.Error()
+					}
+					return resp.Status == healthpb.HealthCheckResponse_SERVING, resp.Status.String()
+				})
+				conn.Close()
+			}
+		})
+
+		t.Run("TLS passed through by a TLSRoute, the backend's own certificate", func(t *testing.T) {
+			r := &gatewayv1.TLSRoute{ObjectMeta: metav1.ObjectMeta{Name: "pass", Namespace: metav1.NamespaceDefault},
+				Spec: gatewayv1.TLSRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "apps", SectionName: ptr.To(gatewayv1.SectionName("tls"))}}},
+					Hostnames: []gatewayv1.Hostname{"pass.example"},
+					Rules: []gatewayv1.TLSRouteRule{{BackendRefs: []gatewayv1.BackendRef{{BackendObjectReference: gatewayv1.BackendObjectReference{
+						Name: "https-a", Port: ptr.To(gatewayv1.PortNumber(80))}}}}}}}
+			if _, err := gw.TLSRoutes(r.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// The Pod's certificate, made at its start for its name, not one
+			// of the node's: the session is the client's and the Pod's.
+			podCertificate := &tls.Config{ServerName: "pass.example", InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
+				if cn := cs.PeerCertificates[0].Subject.CommonName; cn != "https-a" {
+					return fmt.Errorf("the certificate is %q's, not the Pod's", cn)
+				}
+				return nil
+			}}
+			for _, addr := range addresses {
+				waitHTTP(t, "https://"+net.JoinHostPort(addr, "9443")+"/", "pass.example", podCertificate, 200, "hello from https-a")
+			}
+		})
 	})
 }
 

@@ -6,7 +6,12 @@
 //	testcontainer serve PORT    answer each TCP connection on PORT with one line,
 //	                            "hello from <hostname>"
 //	testcontainer http PORT     answer each HTTP request on PORT with
-//	                            "hello from <hostname>"
+//	                            "hello from <hostname>", each WebSocket message
+//	                            with "<hostname>: <message>", and gRPC's health
+//	                            service (service <hostname> SERVING), over
+//	                            HTTP/1.1 and h2c
+//	testcontainer https PORT    the same over TLS, with a certificate for
+//	                            <hostname> made at start
 //	testcontainer echo ARGS...  print ARGS (for exec)
 //	testcontainer write FILE TEXT  write TEXT to FILE (for exec)
 //	testcontainer cat FILE      print FILE (for exec)
@@ -51,7 +56,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testcontainer pause | serve PORT | chat PORT | http PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
+		return fmt.Errorf("usage: testcontainer pause | serve PORT | chat PORT | http PORT | https PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
 	}
 	switch args[0] {
 	case "pause":
@@ -69,18 +74,11 @@ func run(args []string) error {
 			return fmt.Errorf("usage: testcontainer chat PORT")
 		}
 		return chat(args[1])
-	case "http":
+	case "http", "https":
 		if len(args) != 2 {
-			return fmt.Errorf("usage: testcontainer http PORT")
+			return fmt.Errorf("usage: testcontainer %s PORT", args[0])
 		}
-		host, err := os.Hostname()
-		if err != nil {
-			return err
-		}
-		fmt.Println("serving HTTP on :" + args[1])
-		return http.ListenAndServe(":"+args[1], http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			fmt.Fprintln(w, "hello from "+host)
-		}))
+		return serveWeb(args[1], args[0] == "https")
 	case "echo":
 		fmt.Println(strings.Join(args[1:], " "))
 		return nil
