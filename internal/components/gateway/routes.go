@@ -50,6 +50,9 @@ type ruleSpec struct {
 	// timeouts and retry are an HTTPRoute rule's.
 	timeouts *gatewayv1.HTTPRouteTimeouts
 	retry    *gatewayv1.HTTPRouteRetry
+	// session is the rule's session persistence (an HTTPRoute's or a
+	// GRPCRoute's; a field of the experimental channel's CRDs).
+	session *gatewayv1.SessionPersistence
 }
 
 // backendRef is a rule's backendRef and its own filters.
@@ -79,7 +82,7 @@ func fromHTTPRoute(r *gatewayv1.HTTPRoute) *routeSpec {
 		if len(matches) == 0 {
 			matches = []gatewayv1.HTTPRouteMatch{{}}
 		}
-		rr := ruleSpec{filters: rule.Filters, timeouts: rule.Timeouts, retry: rule.Retry}
+		rr := ruleSpec{filters: rule.Filters, timeouts: rule.Timeouts, retry: rule.Retry, session: rule.SessionPersistence}
 		for _, m := range matches {
 			rr.matches = append(rr.matches, normalize(m))
 		}
@@ -100,7 +103,7 @@ func fromGRPCRoute(r *gatewayv1.GRPCRoute) *routeSpec {
 		if len(matches) == 0 {
 			matches = []gatewayv1.GRPCRouteMatch{{}}
 		}
-		var rr ruleSpec
+		rr := ruleSpec{session: rule.SessionPersistence}
 		for _, m := range matches {
 			hm, rank := grpcMatch(m)
 			rr.matches = append(rr.matches, normalize(hm))
@@ -302,7 +305,7 @@ func (m *model) addRules(hb *hostBuilder, r *routeSpec, hostnames []string, back
 			sr := sortedRoute{
 				route: dataplane.Route{Name: fmt.Sprintf("%s %s rule %d", r.kind, source, i), Hostnames: hostnames, Match: match,
 					Filters: rule.filters, Backends: withClientCertificate(backends[i].backends, clientCert), Mirrors: mirrorsWithClientCertificate(backends[i].mirrors, clientCert),
-					Timeouts: rule.timeouts, Retry: rule.retry},
+					Timeouts: rule.timeouts, Retry: rule.retry, SessionPersistence: rule.session},
 				created: r.CreationTimestamp, source: string(r.kind) + " " + source, index: i*1000 + j,
 			}
 			if rule.grpc != nil {

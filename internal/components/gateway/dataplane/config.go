@@ -26,9 +26,9 @@ import (
 // Version is the Config format's; a node refuses a Config of another (and
 // serves what it served): 2 added Port.Passthrough, which a node of
 // format 1 would serve as HTTP, and Port.Address; 3 added Backend.TLS,
-// Host.ClientValidation and the hosts of Passthrough ports that
-// terminate TLS, which a node of format 2 would serve in the clear, not
-// check, or pass through.
+// Host.ClientValidation, the hosts of Passthrough ports that terminate
+// TLS and Route.SessionPersistence, which a node of format 2 would serve
+// in the clear, not check, pass through or not keep.
 const Version = 3
 
 // The published Config: one Secret, its gzipped JSON under ConfigKey,
@@ -163,6 +163,10 @@ type Route struct {
 	// could not connect) is tried again, up to Attempts more times,
 	// Backoff apart, if the request's body is small enough to send again.
 	Retry *gatewayv1.HTTPRouteRetry `json:"retry,omitempty"`
+	// SessionPersistence is the rule's: a client's requests after its
+	// first go to the endpoint that served it, while it is ready, as the
+	// session cookie (or header) the node gave it says.
+	SessionPersistence *gatewayv1.SessionPersistence `json:"sessionPersistence,omitempty"`
 }
 
 // Mirror is a RequestMirror filter's backend and the share of the

@@ -64,6 +64,37 @@ func (e sliceEndpoints) Pick(b *Backend) (string, bool) {
 	return net.JoinHostPort(addr, strconv.Itoa(int(port))), true
 }
 
+// Ready implements Endpoints.
+func (e sliceEndpoints) Ready(b *Backend, endpoint string) bool {
+	host, portText, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return false
+	}
+	port, err := strconv.ParseInt(portText, 10, 32)
+	if err != nil {
+		return false
+	}
+	objs, err := e.slices.ByIndex(byService, b.Namespace+"/"+b.Service)
+	if err != nil {
+		return false
+	}
+	for _, obj := range objs {
+		s := obj.(*discoveryv1.EndpointSlice)
+		if p, ok := slicePort(s, b); !ok || p != int32(port) {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
+				continue
+			}
+			if ep.Addresses[0] == host {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // slicePort is the port of s that serves the backend's Service port: the
 // one of its name (EndpointSlices name their ports by the Service's).
 func slicePort(s *discoveryv1.EndpointSlice, b *Backend) (int32, bool) {

@@ -24,6 +24,9 @@ type Endpoints interface {
 	// Pick returns a ready endpoint (host:port) of the backend's Service
 	// port, false if it has none.
 	Pick(b *Backend) (string, bool)
+	// Ready reports whether endpoint (host:port) is a ready endpoint of
+	// the backend's Service port.
+	Ready(b *Backend, endpoint string) bool
 }
 
 // handler serves one port: it matches each request to a route of the
@@ -145,7 +148,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	backend := pickBackend(route.Backends)
+	var backend *Backend
+	var target string
+	resumed := false
+	if route.session != nil {
+		backend, target, resumed = h.resume(r, route)
+	}
+	if !resumed {
+		backend = pickBackend(route.Backends)
+	}
 	if backend == nil || backend.Invalid {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
@@ -158,10 +169,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			response = append(response, f.ResponseHeaderModifier)
 		}
 	}
-	target, ok := h.endpoints.Pick(backend)
-	if !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
+	if !resumed {
+		var ok bool
+		if target, ok = h.endpoints.Pick(backend); !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if route.session != nil {
+			route.session.begin(w, route, backend, target)
+		}
 	}
 	if (route.retries > 0 || len(route.Mirrors) > 0) && !replayable(r) {
 		klog.FromContext(r.Context()).V(4).Info("A request's body is too large to send again: no retries or mirrors", "route", route.Name)

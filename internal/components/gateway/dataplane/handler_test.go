@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,10 @@ type fixedEndpoints struct {
 
 func (e fixedEndpoints) Pick(b *Backend) (string, bool) {
 	return e.addr, !e.none[b.Service]
+}
+
+func (e fixedEndpoints) Ready(b *Backend, endpoint string) bool {
+	return endpoint == e.addr && !e.none[b.Service]
 }
 
 func prefix(p string) gatewayv1.HTTPRouteMatch {
@@ -443,6 +448,12 @@ func (e *roundRobin) Pick(*Backend) (string, bool) {
 	defer e.mu.Unlock()
 	e.next++
 	return e.addrs[e.next%len(e.addrs)], true
+}
+
+func (e *roundRobin) Ready(_ *Backend, endpoint string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Contains(e.addrs, endpoint)
 }
 
 // TestRetrySameEndpoint: a retry goes to the endpoint that answered (a

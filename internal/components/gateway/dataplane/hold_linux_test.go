@@ -58,6 +58,8 @@ func testHolder(t *testing.T) {
 	}
 	add(eth, "198.51.100.1/24")
 	add(eth, "198.51.100.103/32") // left by an earlier run, now another node's
+	add(eth, "192.0.2.7/32")      // not of the range
+	// The peer's end hears what the node's network would.
 	peer, err := netlink.LinkByName("peer0")
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +68,6 @@ func testHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	arps := listenARP(t, peer)
-	add(eth, "192.0.2.7/32")      // not of the range
 	held := func() map[string]string {
 		addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
 		if err != nil {

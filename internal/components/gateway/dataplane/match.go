@@ -45,6 +45,8 @@ type compiledRoute struct {
 	retryCodes map[int]bool
 	retries    int
 	backoff    time.Duration
+	// session is SessionPersistence's, nil without it.
+	session *session
 }
 
 // defaultBackoff is the pause between tries when Retry names none.
@@ -278,6 +280,13 @@ func (cr *compiledRoute) compilePolicies() error {
 		if cr.backendTimeout, err = duration("timeouts.backendRequest", t.BackendRequest); err != nil {
 			return err
 		}
+	}
+	if sp := cr.SessionPersistence; sp != nil {
+		expiry, err := duration("sessionPersistence.absoluteTimeout", sp.AbsoluteTimeout)
+		if err != nil {
+			return err
+		}
+		cr.session = compileSession(cr.Route, expiry)
 	}
 	if r := cr.Retry; r != nil {
 		cr.retries = ptr.Deref(r.Attempts, 0)
