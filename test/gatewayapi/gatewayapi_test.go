@@ -124,10 +124,12 @@ func options(t *testing.T, c *conformance.Cluster) suite.ConformanceOptions {
 			opts.ConformanceProfiles = append(opts.ConformanceProfiles, suite.ConformanceProfileName(p))
 		}
 	} else {
-		// CI's slice: the three profiles' core features only, whatever
-		// the class supports besides.
+		// CI's slice: the three profiles' core features, and TLSRoute's
+		// modes: the suite checks that a class without them refuses
+		// Terminate listeners, which kubeboot's serves.
 		opts.SupportedFeatures = sets.New(features.SupportGateway, features.SupportHTTPRoute, features.SupportGRPCRoute,
-			features.SupportTLSRoute, features.SupportReferenceGrant).UnsortedList()
+			features.SupportTLSRoute, features.SupportReferenceGrant,
+			features.SupportTLSRouteModeTerminate, features.SupportTLSRouteModeMixed).UnsortedList()
 	}
 	return opts
 }
