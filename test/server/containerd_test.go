@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 	"github.com/kubeboot/kubeboot/internal/components/containerruntime/embedded"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
 	"github.com/kubeboot/kubeboot/test/harness"
@@ -36,7 +37,9 @@ import (
 // apiserver and the kubelet, that a ClusterIP Service reaches it through
 // kube-proxy, that a claim gets a volume in the node's local storage whose
 // data outlives the Pod, that a Pod's service account token still authenticates it
-// minutes after it started, and that a deleted Pod's container stops.
+// minutes after it started, and that a deleted Pod's container stops. Its
+// Pods' sandboxes are kubeboot's default pause image, which the binary
+// carries: the node has no registry for it.
 func TestServerNodeContainerd(t *testing.T) {
 	harness.RequireContainerd(t)
 	addr, ok := inProxyNetNS(t)
@@ -50,7 +53,10 @@ func TestServerNodeContainerd(t *testing.T) {
 	registry := harness.StartRegistry(t, addr)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	nodeDir := harness.NodeDir(dataDir)
-	args := append(nodeServerArgs(t, addr, ""), harness.EmbeddedContainerd(t, nodeDir)...)
+	// No --pause-image: the sandbox image is kubeboot's default, which no
+	// registry here serves and no tarball holds; the binary carries it.
+	harness.EmbeddedContainerd(t, nodeDir)
+	args := nodeServerArgs(t, addr, "")
 	// An air-gap tarball that is no image archive: named and skipped.
 	if err := os.WriteFile(filepath.Join(nodeDir, "images", "corrupt.tar"), []byte("not an image archive"), 0o600); err != nil {
 		t.Fatal(err)
@@ -156,8 +162,8 @@ func TestServerNodeContainerd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kubeboot ctr images ls: %v", err)
 		}
-		if images := strings.Fields(string(out)); !slices.Contains(images, harness.TestImage) {
-			t.Errorf("kubeboot ctr images ls: %q, want %s among them", images, harness.TestImage)
+		if images := strings.Fields(string(out)); !slices.Contains(images, harness.TestImage) || !slices.Contains(images, containerruntime.DefaultPauseImage) {
+			t.Errorf("kubeboot ctr images ls: %q, want %s (a tarball's) and %s (the binary's) among them", images, harness.TestImage, containerruntime.DefaultPauseImage)
 		}
 	})
 

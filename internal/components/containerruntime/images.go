@@ -2,6 +2,7 @@ package containerruntime
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -49,14 +50,13 @@ type imageStore interface {
 
 // importImages imports the tarballs in dir into the runtime at socket,
 // each only if it changed since its last import (state records them) or
-// an image it held is gone. A tarball that cannot be read or imported is
-// named in the log and skipped: the node still starts.
-func importImages(ctx context.Context, socket, dir, state, snapshotter string) error {
+// an image it held is gone; then, if the runtime still lacks the sandbox
+// image pause and it is the one the binary carries, that one. A tarball
+// that cannot be read or imported is named in the log and skipped: the
+// node still starts.
+func importImages(ctx context.Context, socket, dir, state, snapshotter, pause string) error {
 	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("the air-gap images: %w", err)
 	}
 	var files []string
@@ -65,7 +65,8 @@ func importImages(ctx context.Context, socket, dir, state, snapshotter string) e
 			files = append(files, filepath.Join(dir, e.Name()))
 		}
 	}
-	if len(files) == 0 {
+	carried := pause == DefaultPauseImage && len(pauseArchive) > 0
+	if len(files) == 0 && !carried {
 		return nil
 	}
 	store, closeStore, err := newImageStore(socket, snapshotter)
@@ -73,7 +74,33 @@ func importImages(ctx context.Context, socket, dir, state, snapshotter string) e
 		return err
 	}
 	defer closeStore()
-	return importFiles(ctx, store, files, state)
+	if len(files) > 0 {
+		if err := importFiles(ctx, store, files, state); err != nil {
+			return err
+		}
+	}
+	if carried {
+		return importPause(ctx, store, pause)
+	}
+	return nil
+}
+
+// importPause imports the sandbox image the binary carries (pause), if
+// store lacks it.
+func importPause(ctx context.Context, store imageStore, pause string) error {
+	if store.Has(ctx, pause) {
+		return nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(pauseArchive))
+	if err != nil {
+		return fmt.Errorf("the sandbox image the binary carries: %w", err)
+	}
+	images, err := store.Import(ctx, zr)
+	if err != nil {
+		return fmt.Errorf("importing the sandbox image the binary carries: %w", err)
+	}
+	klog.FromContext(ctx).Info("Imported the sandbox image the binary carries", "images", images)
+	return nil
 }
 
 // importFiles imports files into store, as importImages.

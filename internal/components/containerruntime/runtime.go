@@ -112,7 +112,7 @@ func (o *Options) Start(ctx context.Context, n Node) (*Runtime, error) {
 		return nil, err
 	}
 	klog.FromContext(ctx).Info("Started containerd", "pid", first.Process.Pid, "socket", cfg.socket, "log", cfg.log)
-	if err := importImages(ctx, cfg.socket, filepath.Join(n.Dir, ImagesDirName), cfg.stateFile, o.Snapshotter); err != nil {
+	if err := importImages(ctx, cfg.socket, filepath.Join(n.Dir, ImagesDirName), cfg.stateFile, o.Snapshotter, o.PauseImage); err != nil {
 		stopCommand(first, exited)
 		return nil, err
 	}
