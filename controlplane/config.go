@@ -228,7 +228,7 @@ type Config struct {
 	KubeletCertificateAuthority string
 
 	// CertificateCheckInterval is how often a running server issues anew
-	// the leaf certificates in pki that are within 90 days of their expiry
+	// the leaf certificates in pki that are within 120 days of their expiry
 	// or were retired (a start does it too). Default: 1h.
 	CertificateCheckInterval time.Duration
 

@@ -188,7 +188,7 @@ func writeKeyPair(t *testing.T) (certFile, keyFile string) {
 }
 
 // TestCompleteReportsCAExpiry: an expired CA in the data dir is refused,
-// naming it; one within 90 days of its expiry is a warning.
+// naming it; one within 120 days of its expiry is a warning.
 func TestCompleteReportsCAExpiry(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -198,6 +198,7 @@ func TestCompleteReportsCAExpiry(t *testing.T) {
 	}{
 		{"expired", -time.Hour, "expired on", ""},
 		{"expiring", 30 * 24 * time.Hour, "", "expires on"},
+		{"expiring within 120 days", 100 * 24 * time.Hour, "", "expires on"},
 		{"valid", 5 * 365 * 24 * time.Hour, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,8 +24,8 @@ func newCertificateCommand() *cobra.Command {
 		Use:   "check",
 		Short: "List every certificate with its expiry",
 		Long: `List every certificate in the data dir's pki with its subject, expiry and status:
-ok, "renews at start" (a leaf within 90 days of its expiry, which the server issues
-anew at start and while it runs), "expires soon" (a CA within 90 days of its
+ok, "renews at start" (a leaf within 120 days of its expiry, which the server issues
+anew at start and while it runs), "expires soon" (a CA within 120 days of its
 expiry: CAs are never renewed on their own) or expired.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

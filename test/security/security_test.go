@@ -631,7 +631,7 @@ func TestAdminKubeconfigs(t *testing.T) {
 }
 
 // TestCertificateRenewal: a running server issues a new serving
-// certificate, and serves it without a restart, when its own is within 90
+// certificate, and serves it without a restart, when its own is within 120
 // days of its expiry and when `kubeboot certificate rotate` retired it;
 // `certificate check` lists them.
 func TestCertificateRenewal(t *testing.T) {
@@ -694,7 +694,7 @@ func TestCertificateRenewal(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pkiDir, "apiserver.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitServed("renewal within 90 days of expiry", func(c *x509.Certificate) bool {
+	waitServed("renewal within 120 days of expiry", func(c *x509.Certificate) bool {
 		return c.SerialNumber.Cmp(first.SerialNumber) != 0 && c.SerialNumber.Int64() != 42 && time.Until(c.NotAfter) > 300*24*time.Hour
 	})
 

@@ -25,9 +25,9 @@ const (
 	caValidity   = 10 * 365 * 24 * time.Hour
 	leafValidity = 365 * 24 * time.Hour
 	// RenewBefore is how long before its expiry a leaf certificate is
-	// issued anew (by the server, at start and while it runs): as k3s,
-	// within 90 days.
-	RenewBefore = 90 * 24 * time.Hour
+	// issued anew (by the server, at start and while it runs), and a CA
+	// is warned of: as k3s since v1.33.1, within 120 days.
+	RenewBefore = 120 * 24 * time.Hour
 	// clockSkew backdates certificates so that peers with a slightly slow
 	// clock accept them at once.
 	clockSkew = 5 * time.Minute
