@@ -6,9 +6,7 @@ import (
 	"slices"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
@@ -54,10 +52,7 @@ func (s *Server) reclaimEtcdSpace(ctx context.Context) {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	identity := &corev1.ObjectReference{
-		APIVersion: coordinationv1.SchemeGroupVersion.String(), Kind: "Lease",
-		Namespace: metav1.NamespaceSystem, Name: s.api.Generic.APIServerID,
-	}
+	identity := s.identityLease()
 	recorder := s.api.Recorder()
 	raised := map[etcd.Alarm]time.Time{}
 	warned := false

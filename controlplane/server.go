@@ -12,12 +12,16 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -69,8 +73,11 @@ type Server struct {
 	sharedObjects *sharedobjects.Pool
 	// notifySocket is $NOTIFY_SOCKET as New found it, for READY=1.
 	notifySocket string
-	ran          bool // Run was called: the generic server destroys its own storage
-	closeOnce    sync.Once
+	// nodeName is the server's own Node's (TieNode), "" while it has
+	// none: the Events about the server go to it.
+	nodeName  atomic.Value
+	ran       bool // Run was called: the generic server destroys its own storage
+	closeOnce sync.Once
 }
 
 // New prepares the data directory, certificates and admin kubeconfig,
@@ -658,10 +665,40 @@ func (s *Server) renewCertificates(ctx context.Context) {
 			logger.Error(err, "Checking the certificates")
 			return
 		}
+		now := time.Now()
 		for _, c := range after {
 			if !slices.ContainsFunc(before, func(b pki.Certificate) bool { return b.Name == c.Name && b.NotAfter.Equal(c.NotAfter) }) {
 				logger.Info("Issued a new certificate", "name", c.Name, "notAfter", c.NotAfter)
 			}
+			// What the server does not renew (a CA), near its expiry, is
+			// told where an operator looks: an Event on the server's
+			// Node, else on its identity Lease.
+			if st := c.Status(now); c.IsCA && (st == "expires soon" || st == "expired") {
+				s.api.Recorder().Eventf(s.eventTarget(), corev1.EventTypeWarning, CertificateExpirationWarning,
+					"The CA pki/%s.crt (%s) expires on %s: CAs are not renewed on their own (kubeboot certificate check)",
+					c.Name, c.Subject, c.NotAfter.UTC().Format(time.DateOnly))
+			}
 		}
 	}, s.cfg.CertificateCheckInterval)
+}
+
+// CertificateExpirationWarning is the reason of the Events that tell of a
+// CA within pki.RenewBefore of its expiry (k3s's reason).
+const CertificateExpirationWarning = "CertificateExpirationWarning"
+
+// eventTarget is what the Events about the server are recorded on: its
+// Node, once it has one, else its identity Lease.
+func (s *Server) eventTarget() *corev1.ObjectReference {
+	if name, _ := s.nodeName.Load().(string); name != "" {
+		return &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(name)}
+	}
+	return s.identityLease()
+}
+
+// identityLease is the server's identity Lease
+// (kube-system/apiserver-<id>), which the Events about it go to when it
+// has no Node.
+func (s *Server) identityLease() *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: coordinationv1.SchemeGroupVersion.String(), Kind: "Lease",
+		Namespace: metav1.NamespaceSystem, Name: s.api.Generic.APIServerID}
 }

@@ -36,10 +36,11 @@ const (
 	EtcdRoleLabel = "node-role.kubernetes.io/etcd"
 )
 
-// TieNode marks Node name as this server's, once the kubelet has
-// registered it: EtcdRoleLabel, EtcdMemberAnnotation and the finalizer. It does nothing
-// unless the server is a member of a cluster of servers.
+// TieNode ties Node name to this server: the Events about the server go
+// to it and, in a cluster of servers, once the kubelet has registered it,
+// it gets EtcdRoleLabel, EtcdMemberAnnotation and the finalizer.
 func (s *Server) TieNode(ctx context.Context, name string) error {
+	s.nodeName.Store(name)
 	if s.cfg.cluster == nil || s.etcd == nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -627,6 +628,64 @@ func TestAdminKubeconfigs(t *testing.T) {
 	}
 	if err := listSecrets(superAdmin); err != nil {
 		t.Errorf("super admin listing kube-system's Secrets: %v", err)
+	}
+}
+
+// TestCAExpirationWarning: a server whose CA is within 120 days of its
+// expiry (which it never renews) says so at each certificate check, with
+// a Warning Event of reason CertificateExpirationWarning on its identity
+// Lease (it has no Node), as k3s does on its Node.
+func TestCAExpirationWarning(t *testing.T) {
+	dataDir := t.TempDir()
+	pkiDir := filepath.Join(dataDir, "pki")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notAfter := time.Now().Add(100 * 24 * time.Hour)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "old-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, block := range map[string]*pem.Block{"ca.crt": {Type: "CERTIFICATE", Bytes: der}, "ca.key": {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(filepath.Join(pkiDir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir,
+		Configure: func(c *controlplane.Config) { c.CertificateCheckInterval = 100 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	admin := clientFor(t, srv.Config)
+	var last string
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := admin.CoreV1().Events(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == controlplane.CertificateExpirationWarning {
+				last = fmt.Sprintf("%s %s/%s: %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+				return e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Lease" &&
+					strings.Contains(e.Message, "pki/ca.crt") && strings.Contains(e.Message, notAfter.UTC().Format(time.DateOnly)), nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no Warning CertificateExpirationWarning naming pki/ca.crt and its expiry on the server's Lease: %v (last: %q)", err, last)
 	}
 }
 
