@@ -31,19 +31,7 @@ func TestPassthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer backend.Close()
-	go func() {
-		for {
-			c, err := backend.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				_, _ = c.Write([]byte("backend: " + line))
-			}()
-		}
-	}()
+	go answerLines(backend, "backend: ")
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -122,19 +110,7 @@ func TestTerminate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer backend.Close()
-	go func() {
-		for {
-			c, err := backend.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				_, _ = c.Write([]byte("plain: " + line))
-			}()
-		}
-	}()
+	go answerLines(backend, "plain: ")
 	kp, err := pki.NewSelfSigned(pki.ServingSpec{CommonName: "tls.example.com", DNSNames: []string{"tls.example.com"}})
 	if err != nil {
 		t.Fatal(err)
@@ -168,5 +144,21 @@ func TestTerminate(t *testing.T) {
 	}
 	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "plain: hello\n" {
 		t.Errorf("the backend answered %q, %v; want the stream in the clear", got, err)
+	}
+}
+
+// answerLines answers the first line of each connection ln accepts with
+// prefix and the line, until ln closes.
+func answerLines(ln net.Listener, prefix string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			_, _ = c.Write([]byte(prefix + line))
+		}()
 	}
 }
