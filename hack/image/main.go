@@ -22,9 +22,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/kubeboot/kubeboot/hack/internal/imagebuild"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 )
 
@@ -118,35 +117,19 @@ func build(binary []byte, arch, version, commit string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	return imagebuild.OneLayer(layerTar, arch, func(cfg *v1.ConfigFile) {
+		cfg.Config.Entrypoint = []string{"/bin/kubeboot"}
+		cfg.Config.Cmd = []string{"server"}
+		cfg.Config.Env = []string{"PATH=/bin"}
+		cfg.Config.ExposedPorts = map[string]struct{}{"6443/tcp": {}}
+		cfg.Config.Volumes = map[string]struct{}{dataDir: {}}
+		cfg.Config.Labels = map[string]string{
+			"org.opencontainers.image.title":    "kubeboot",
+			"org.opencontainers.image.version":  version,
+			"org.opencontainers.image.revision": commit,
+			"org.opencontainers.image.source":   "https://github.com/kubeboot/kubeboot",
+		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", arch
-	cfg.Created = v1.Time{Time: time.Unix(0, 0).UTC()} // reproducible
-	cfg.Config.Entrypoint = []string{"/bin/kubeboot"}
-	cfg.Config.Cmd = []string{"server"}
-	cfg.Config.Env = []string{"PATH=/bin"}
-	cfg.Config.ExposedPorts = map[string]struct{}{"6443/tcp": {}}
-	cfg.Config.Volumes = map[string]struct{}{dataDir: {}}
-	cfg.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":    "kubeboot",
-		"org.opencontainers.image.version":  version,
-		"org.opencontainers.image.revision": commit,
-		"org.opencontainers.image.source":   "https://github.com/kubeboot/kubeboot",
-	}
-	return mutate.ConfigFile(img, cfg)
 }
 
 // rootFS is the layer: /bin/kubeboot, /bin/kubectl linked to it, /tmp and

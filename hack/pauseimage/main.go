@@ -27,9 +27,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/kubeboot/kubeboot/hack/internal/imagebuild"
 )
 
 func main() {
@@ -124,26 +123,10 @@ func build(binary []byte) (v1.Image, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar.Bytes())), nil
+	return imagebuild.OneLayer(layerTar.Bytes(), runtime.GOARCH, func(cfg *v1.ConfigFile) {
+		cfg.Config.Entrypoint = []string{"/pause"}
+		cfg.Config.User = "65535:65535"
 	})
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
-	cfg.Created = v1.Time{Time: time.Unix(0, 0).UTC()} // reproducible
-	cfg.Config.Entrypoint = []string{"/pause"}
-	cfg.Config.User = "65535:65535"
-	return mutate.ConfigFile(img, cfg)
 }
 
 func fileSize(f *os.File) int64 {
