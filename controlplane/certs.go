@@ -97,6 +97,17 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 	if _, err := clusterjoin.EnsureToken(filepath.Join(cfg.DataDir, tokenFileName), ca.CertPEM); err != nil {
 		return nil, fmt.Errorf("the join token: %w", err)
 	}
+	// --agent-token, given as a password alone, is completed with the CA's
+	// hash; the server writes it to the cluster's record of its tokens,
+	// and from there to every server's agent-token (syncJoinTokens).
+	if t := cfg.agentToken; t != nil {
+		switch hash := clusterjoin.CAHash(ca.CertPEM); {
+		case t.CAHash == "":
+			t.CAHash = hash
+		case t.CAHash != hash:
+			return nil, fmt.Errorf("--agent-token: its CA hash %s is not this cluster's %s", t.CAHash, hash)
+		}
+	}
 	if cfg.cluster != nil {
 		if err := ensureClusterCertificates(cfg, ca); err != nil {
 			return nil, err

@@ -34,6 +34,8 @@ const (
 	// tokenFileName is the join token's file in the data dir (k3s's
 	// server/token).
 	tokenFileName = "token"
+	// agentTokenFileName is the agent token's (k3s's agent-token).
+	agentTokenFileName = "agent-token"
 	// joinedFileName records, in the data dir of a server that joined a
 	// cluster, the server it joined through: such a member is refused
 	// --cluster-init, which would say it starts a cluster of its own.
@@ -60,6 +62,7 @@ var sharedFiles = []string{
 	filepath.Join(pkiDirName, etcdPKIDir, pki.CAName+".crt"), filepath.Join(pkiDirName, etcdPKIDir, pki.CAName+".key"),
 	filepath.Join(pkiDirName, pki.ServiceAccountKeyName+".key"),
 	tokenFileName,
+	agentTokenFileName,
 	secretsencryption.ConfigPath(""),
 }
 
@@ -79,6 +82,9 @@ func (cc *completedConfig) etcdDir() string { return EtcdDirIn(cc.DataDir) }
 // embedded etcd member (etcd.Dial reaches it there).
 func EtcdDirIn(dataDir string) string { return filepath.Join(dataDir, "etcd") }
 
+// TokenFileIn is the server token's file in a server's data dir.
+func TokenFileIn(dataDir string) string { return filepath.Join(dataDir, tokenFileName) }
+
 func (cc *completedConfig) etcdPKI(name string) string {
 	return filepath.Join(cc.DataDir, pkiDirName, etcdPKIDir, name)
 }
@@ -86,9 +92,20 @@ func (cc *completedConfig) etcdPKI(name string) string {
 // completeCluster resolves --cluster-init, --server and the token into
 // this server's member, nil unless its etcd takes peers.
 func (cc *completedConfig) completeCluster(advertise netip.Addr) (*clusterMember, error) {
-	token, err := clusterjoin.TokenArg(cc.Token, cc.TokenFile)
+	token, err := clusterjoin.TokenArg("token", cc.Token, cc.TokenFile)
 	if err != nil {
 		return nil, err
+	}
+	agentToken, err := clusterjoin.TokenArg("agent-token", cc.AgentToken, cc.AgentTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	if agentToken != "" {
+		t, err := clusterjoin.ParseUserToken(agentToken, clusterjoin.AgentUser, "")
+		if err != nil {
+			return nil, fmt.Errorf("--agent-token: %w", err)
+		}
+		cc.agentToken = &t
 	}
 	_, err = os.Stat(cc.etcdPKI("peer.crt"))
 	clustered := err == nil
@@ -129,6 +146,9 @@ func (cc *completedConfig) completeCluster(advertise netip.Addr) (*clusterMember
 		}
 		if m.token, err = clusterjoin.ParseToken(token); err != nil {
 			return nil, fmt.Errorf("--token: %w", err)
+		}
+		if m.token.User != clusterjoin.ServerUser {
+			return nil, errors.New("--token: an agent token or a bootstrap token joins agents only; a server joins with the server token (token in a server's --data-dir)")
 		}
 		m.joinServer = cc.JoinServer
 	}
@@ -246,10 +266,11 @@ func (j *joining) abandon(ctx context.Context) {
 // certificates (clusterjoin).
 func (s *Server) joinEndpoints() *clusterjoin.Server {
 	j := &clusterjoin.Server{
-		DataDir:   s.cfg.DataDir,
-		TokenFile: filepath.Join(s.cfg.DataDir, tokenFileName),
-		CAFile:    filepath.Join(s.cfg.DataDir, pkiDirName, pki.CAName+".crt"),
-		Files:     sharedFiles,
+		DataDir:        s.cfg.DataDir,
+		TokenFile:      filepath.Join(s.cfg.DataDir, tokenFileName),
+		AgentTokenFile: filepath.Join(s.cfg.DataDir, agentTokenFileName),
+		CAFile:         filepath.Join(s.cfg.DataDir, pkiDirName, pki.CAName+".crt"),
+		Files:          sharedFiles,
 	}
 	if s.cfg.cluster != nil {
 		j.Members = startedMembers{s}
@@ -264,6 +285,46 @@ func (s *Server) joinEndpoints() *clusterjoin.Server {
 // bootstrap token for its kubelet, and client certificates for its
 // kube-proxy and for the node's agent (nodejoin.AgentUser).
 type agents struct{ s *Server }
+
+func (a agents) Authenticate(ctx context.Context, token string) error {
+	client, err := kubernetes.NewForConfig(a.s.AdminConfig())
+	if err != nil {
+		return err
+	}
+	err = nodejoin.CheckJoinToken(ctx, client, token)
+	if err != nil && !errors.Is(err, nodejoin.ErrRefused) {
+		// The server may not be serving yet: the agent asks again.
+		return fmt.Errorf("%w: %w", clusterjoin.ErrNotYet, err)
+	}
+	return err
+}
+
+// syncJoinTokens keeps the data dir's token files at the cluster's record
+// of them (clusterjoin.Record), from the time the server is ready, when
+// it answers joins.
+func (s *Server) syncJoinTokens(ctx context.Context) {
+	if j := s.joinEndpoints(); j.Members == nil && j.Agents == nil {
+		return
+	}
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return
+	}
+	client, err := kubernetes.NewForConfig(s.AdminConfig())
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Keeping the join tokens")
+		return
+	}
+	_ = s.joinTokens(client).Sync(ctx)
+}
+
+// joinTokens is the record of the cluster's join tokens and the data
+// dir's files of them.
+func (s *Server) joinTokens(client kubernetes.Interface) clusterjoin.Record {
+	return clusterjoin.Record{Client: client, TokenFile: filepath.Join(s.cfg.DataDir, tokenFileName),
+		AgentTokenFile: filepath.Join(s.cfg.DataDir, agentTokenFileName), AgentToken: s.cfg.agentToken}
+}
 
 func (a agents) Admit(ctx context.Context, nodeName, password string) (clusterjoin.AgentCredentials, error) {
 	client, err := kubernetes.NewForConfig(a.s.AdminConfig())

@@ -24,6 +24,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/apiserver/services"
+	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/internal/platform/etcdsnapshot"
 	"github.com/kubeboot/kubeboot/internal/platform/network"
@@ -82,6 +83,15 @@ type Config struct {
 	Token string
 	// TokenFile is --token-file: a file holding Token.
 	TokenFile string
+	// AgentToken is --agent-token (or KUBEBOOT_AGENT_TOKEN): a token
+	// that joins agents but not servers, node:<password> or the password
+	// alone, k3s's; it becomes the cluster's agent token, which every
+	// server writes to agent-token in its DataDir. Empty: the cluster's
+	// is kept; agents join with the server token or a bootstrap token
+	// (kubeboot token create).
+	AgentToken string
+	// AgentTokenFile is --agent-token-file: a file holding AgentToken.
+	AgentTokenFile string
 	// AllowPrivileged is --allow-privileged: Pods may run privileged
 	// containers. Default: true, as kubeadm and k3s set it (CNI plugins,
 	// kube-proxy and storage drivers run privileged); kube-apiserver's is
@@ -281,6 +291,9 @@ type completedConfig struct {
 	// cluster is set when the embedded etcd takes peers (ClusterInit, a
 	// join, or a data dir that did either).
 	cluster *clusterMember
+	// agentToken is AgentToken, parsed; its CA hash is completed when
+	// the CA is known. Nil without one.
+	agentToken *clusterjoin.Token
 	// defaultAuditPolicy is set when New writes kubeboot's audit policy
 	// (DefaultAudit) unless the data dir has one.
 	defaultAuditPolicy bool

@@ -413,6 +413,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.watchReady(apiCtx)
 	go s.nudgeWatchCaches(apiCtx)
 	go s.renewCertificates(apiCtx)
+	go s.syncJoinTokens(apiCtx)
 	go s.takeSnapshots(apiCtx)
 	go s.reclaimEtcdSpace(apiCtx)
 	go func() {

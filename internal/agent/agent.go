@@ -45,8 +45,10 @@ const joinTimeout = 2 * time.Minute
 type Options struct {
 	// Server is --server: the URL of a server of the cluster.
 	Server string
-	// Token and TokenFile are --token and --token-file: the cluster's
-	// token (the server's <data-dir>/token).
+	// Token and TokenFile are --token and --token-file: a token that
+	// joins agents: the server token (<data-dir>/token), the agent token
+	// (<data-dir>/agent-token) or a bootstrap token (kubeboot token
+	// create).
 	Token, TokenFile string
 	// DataDir is --data-dir: the node's files.
 	DataDir string
@@ -74,7 +76,7 @@ func NewOptions() *Options {
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Server, "server", o.Server, "The URL of a server of the cluster to join, https://<address>:6443.")
-	fs.StringVar(&o.Token, "token", o.Token, "The cluster's token, K10<CA hash>::server:<password>, from token in a server's --data-dir. Default: $"+TokenEnv+".")
+	fs.StringVar(&o.Token, "token", o.Token, "A token that joins agents, K10<CA hash>::<credentials>: the server token (token in a server's --data-dir), the agent token (agent-token there) or a bootstrap token (kubeboot token create). Default: $"+TokenEnv+".")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "A file holding the cluster's token (--token).")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the node's credentials and the kubelet's files.")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "The node's name. Default: the host name.")
@@ -98,7 +100,7 @@ func (o *Options) Validate() error {
 	if o.Token == "" && o.TokenFile == "" {
 		o.Token = os.Getenv(TokenEnv)
 	}
-	token, err := clusterjoin.TokenArg(o.Token, o.TokenFile)
+	token, err := clusterjoin.TokenArg("token", o.Token, o.TokenFile)
 	if err != nil {
 		return err
 	}

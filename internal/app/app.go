@@ -78,7 +78,7 @@ server; one named kubectl runs kubectl, containerd and ctr theirs.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServerCommand(), newAgentCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newKubectlCommand(), newContainerdCommand(), newCtrCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(), newAgentCommand(), newAPIServerCommand(), newControllerManagerCommand(), newSchedulerCommand(), newProxyCommand(), newKubeletCommand(), newCertificateCommand(), newTokenCommand(), newSecretsEncryptCommand(), newEtcdCommand(), newEtcdSnapshotCommand(), newKubectlCommand(), newContainerdCommand(), newCtrCommand(), newVersionCommand())
 	return root
 }
 

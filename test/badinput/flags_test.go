@@ -221,6 +221,11 @@ func TestBadServerFlags(t *testing.T) {
 		{"invalid kube-proxy mode", []string{"--node", "--proxy-arg=--proxy-mode=bogus"}, "--proxy-arg"},
 		{"node without bootstrap tokens", []string{"--node", "--enable-bootstrap-token-auth=false"}, "--enable-bootstrap-token-auth"},
 		{"node without CSR signing", []string{"--node", "--controllers=*,-certificatesigningrequest-signing-controller"}, "--controllers"},
+		// Join tokens.
+		{"agent token too short", []string{"--agent-token=short"}, "--agent-token"},
+		{"agent token of the server's user", []string{"--agent-token=K10" + strings.Repeat("0", 64) + "::server:a-long-enough-password"}, "--agent-token"},
+		{"agent token and its file", []string{"--agent-token=a-long-enough-password", "--agent-token-file=/nonexistent"}, "--agent-token"},
+		{"server joining with an agent token", []string{"--server=https://127.0.0.1:1", "--token=K10" + strings.Repeat("0", 64) + "::node:a-long-enough-password"}, "--token"},
 		// Cluster DNS.
 		{"cluster DNS outside the Service range", []string{"--cluster-dns=192.0.2.10"}, "--cluster-dns"},
 		{"cluster DNS not an IP", []string{"--cluster-dns=ten"}, "--cluster-dns"},
@@ -308,6 +313,7 @@ func TestBadAgentFlags(t *testing.T) {
 		{"server not https", []string{"--server=http://127.0.0.1:6443", "--token=" + token}, "--server"},
 		{"no token", []string{"--server=https://127.0.0.1:6443"}, "--token"},
 		{"token without a CA hash", []string{"--server=https://127.0.0.1:6443", "--token=secret"}, "--token"},
+		{"token of an unknown user", []string{"--server=https://127.0.0.1:6443", "--token=K10" + strings.Repeat("0", 64) + "::admin:secret"}, "--token"},
 		{"token and token file", append(join, "--token-file=/nonexistent"), "--token-file"},
 		{"node IP not an IP", append(join, "--node-ip=10.0.0"), "--node-ip"},
 		{"taint without an effect", append(join, "--node-taint=dedicated=edge"), "--node-taint"},

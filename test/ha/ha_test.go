@@ -137,7 +137,9 @@ func (s *servers) members(i int) string {
 // on and another takes over the controller manager and the scheduler (a
 // Deployment's Pods are created and bound); restarted on its data dir
 // without join flags, it rejoins and has the writes. A fourth server
-// killed for good leaves etcd when its Node is deleted. When the other two die, it is not ready and takes no writes (no quorum); it
+// killed for good leaves etcd when its Node is deleted; it joins with the server token
+// rotated on another server, which every server writes to its data dir and after which the
+// old token is refused. When the other two die, it is not ready and takes no writes (no quorum); it
 // heals without a restart when they return; with them lost for good,
 // --cluster-reset makes it a cluster of one with its data.
 func TestJoinServers(t *testing.T) {
@@ -284,9 +286,29 @@ func TestJoinServers(t *testing.T) {
 		t.Errorf("after server 0's restart, etcd members:\n%s", list)
 	}
 
+	// The server token rotated on one server is every server's: each
+	// writes it to its data dir, and the old one joins no server.
+	out, err := exec.Command(s.bin, "token", "rotate", "--data-dir", s.dataDir(1), "--token", token, "--new-token", "a-rotated-server-password").CombinedOutput()
+	if err != nil {
+		t.Fatalf("token rotate: %v\n%s", err, out)
+	}
+	rotated := strings.SplitN(token, "::", 2)[0] + "::server:a-rotated-server-password"
+	for i := range 3 {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			data, err := os.ReadFile(filepath.Join(s.dataDir(i), "token"))
+			return err == nil && strings.TrimSpace(string(data)) == rotated, nil
+		})
+		if err != nil {
+			t.Errorf("server %d's token file does not hold the rotated token: %v", i, err)
+		}
+	}
+	if out, err := s.run(3, "--server", "https://"+harness.Addr(2)+":6443", "--token", token); err == nil || !strings.Contains(out, "401") {
+		t.Errorf("a join with the rotated-out token: %v, want 401\n%s", err, out)
+	}
+
 	// A server gone for good: deleting its Node (which a server with
 	// --node marks as its own, as here by hand) removes its etcd member.
-	s.start(3, "--server", "https://"+harness.Addr(0)+":6443", "--token", token)
+	s.start(3, "--server", "https://"+harness.Addr(2)+":6443", "--token", rotated)
 	var member string
 	for _, line := range strings.Split(s.members(0), "\n") {
 		if strings.Contains(line, harness.Addr(3)+":") {

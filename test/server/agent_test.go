@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
+	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -30,8 +32,10 @@ const agentName = "agent-0"
 // TestAgent joins `kubeboot agent` to a `kubeboot server` in a private
 // network and mount namespace: the kubelet on upstream's fake CRI runtime
 // (TestServerNodeContainerd runs real containers), kube-proxy in the
-// agent's process. It checks the node joins with the server's token
-// through the CSR flow, with its labels and taints; that its name is
+// agent's process. It checks the node joins with a bootstrap token of
+// `kubeboot token create` through the CSR flow; that the agent token and
+// bootstrap tokens join agents but not servers, a deleted bootstrap token
+// nothing, and a rotated server token only once rotated; with its labels and taints; that its name is
 // bound to its host (another data dir cannot take it); that a wrong token
 // or a missing server is refused and writes nothing; and that a restart
 // keeps the node without a new certificate; and that a claim placed on
@@ -45,8 +49,9 @@ func TestAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const agentPassword = "the-agents-own-password"
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, filepath.Join(t.TempDir(), "server"),
-		"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16")
+		"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16", "--agent-token", agentPassword)
 	client := srv.MustClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -95,7 +100,20 @@ func TestAgent(t *testing.T) {
 		}
 	})
 
-	agent := harness.StartAgent(t, bin, agentDir, agentArgs(agentName, token)...)
+	kubeboot := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, append(args, "--data-dir", srv.DataDir)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubeboot %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// The node joins with a bootstrap token, as a k3s runbook has it.
+	bootstrapToken := strings.TrimSpace(kubeboot("token", "create", "--description", "agent-0's join"))
+	if hash := token[:strings.Index(token, "::")]; !strings.HasPrefix(bootstrapToken, hash+"::") {
+		t.Fatalf("token create printed %q, want the whole token, %s::<id>.<secret>", bootstrapToken, hash)
+	}
+	agent := harness.StartAgent(t, bin, agentDir, agentArgs(agentName, bootstrapToken)...)
 	t.Run("the agent's node joins through the CSR flow", func(t *testing.T) {
 		node := waitNode(ctx, t, client, agentName)
 		if node.Labels["tier"] != "edge" {
@@ -233,6 +251,81 @@ func TestAgent(t *testing.T) {
 		}
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("the refused agent left its data dir: %v", err)
+		}
+	})
+
+	t.Run("tokens join what they may", func(t *testing.T) {
+		list := kubeboot("token", "list")
+		id := bootstrapToken[strings.Index(bootstrapToken, "::")+2:]
+		if !strings.Contains(list, id) || !strings.Contains(list, "agent-0's join") || !strings.Contains(list, nodejoin.JoinGroup) {
+			t.Errorf("token list does not show the token %s, its description and group:\n%s", id, list)
+		}
+		// --agent-token reaches the data dir through the cluster's record.
+		var agentToken []byte
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			var err error
+			agentToken, err = os.ReadFile(filepath.Join(srv.DataDir, "agent-token"))
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("agent-token in the server's data dir: %v", err)
+		}
+		if want := token[:strings.Index(token, "::")] + "::node:" + agentPassword; strings.TrimSpace(string(agentToken)) != want {
+			t.Errorf("agent-token holds %q, want %q", agentToken, want)
+		}
+		// join tries a token at the join endpoints, as a server and as an
+		// agent of a node of its own.
+		join := func(token string) (serverErr, agentErr error) {
+			t.Helper()
+			tok, err := clusterjoin.ParseToken(token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := clusterjoin.Dial(ctx, server, tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, serverErr = c.FetchFiles(ctx)
+			password, err := nodejoin.NewPassword()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, agentErr = c.JoinAgent(ctx, "probe-"+password[:8], password)
+			return serverErr, agentErr
+		}
+		for _, tc := range []struct{ name, token string }{{"the agent token", string(agentToken)}, {"a bootstrap token", bootstrapToken}} {
+			serverErr, agentErr := join(tc.token)
+			if agentErr != nil {
+				t.Errorf("%s does not join an agent: %v", tc.name, agentErr)
+			}
+			if serverErr == nil || !strings.Contains(serverErr.Error(), "403") {
+				t.Errorf("%s fetching the servers' files: %v, want 403", tc.name, serverErr)
+			}
+		}
+		kubeboot("token", "delete", bootstrapToken)
+		// The API server's bootstrap token authenticator reads its cache.
+		var agentErr error
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			_, agentErr = join(bootstrapToken)
+			return agentErr != nil && strings.Contains(agentErr.Error(), "401"), nil
+		})
+		if err != nil {
+			t.Errorf("a deleted bootstrap token joining an agent: %v, want 401", agentErr)
+		}
+		out := kubeboot("token", "rotate", "--token", token, "--new-token", "a-rotated-server-password")
+		rotated := token[:strings.Index(token, "::")] + "::server:a-rotated-server-password"
+		if !strings.Contains(out, rotated) {
+			t.Errorf("token rotate printed %q, want the new token %s", out, rotated)
+		}
+		if data, err := os.ReadFile(filepath.Join(srv.DataDir, "token")); err != nil || strings.TrimSpace(string(data)) != rotated {
+			t.Errorf("the token file after the rotation: %q, %v", data, err)
+		}
+		if _, agentErr := join(token); agentErr == nil || !strings.Contains(agentErr.Error(), "401") {
+			t.Errorf("the rotated-out token joining an agent: %v, want 401", agentErr)
+		}
+		if _, agentErr := join(rotated); agentErr != nil {
+			t.Errorf("the rotated token joining an agent: %v", agentErr)
 		}
 	})
 

@@ -90,6 +90,8 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.JoinServer, "server", c.JoinServer, "On the first start, join the cluster of the server at this URL (https://<address>:6443) with --token: fetch its CAs and keys, join its etcd as a learner, serve once promoted. A restart needs neither flag.")
 	fs.StringVar(&c.Token, "token", c.Token, "The cluster's join token, K10<CA hash>::server:<password>, from token in the first server's --data-dir. Default: $"+tokenEnv+".")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "A file holding the join token (--token).")
+	fs.StringVar(&c.AgentToken, "agent-token", c.AgentToken, "A token that joins agents but not servers (k3s's flag): a password of at least 16 characters, or K10<CA hash>::node:<password>. It becomes the cluster's agent token, written to agent-token in every server's --data-dir. Default: $"+agentTokenEnv+"; none, and agents join with the server token or a bootstrap token (kubeboot token create).")
+	fs.StringVar(&c.AgentTokenFile, "agent-token-file", c.AgentTokenFile, "A file holding the agent token (--agent-token).")
 	fs.BoolVar(&c.ClusterReset, "cluster-reset", c.ClusterReset, "Instead of serving, make the embedded etcd member a new cluster of one with its data (a survivor of a lost quorum), or with --cluster-reset-restore-path's snapshot; then start again without the flag (k3s's flag).")
 	fs.StringVar(&c.ClusterResetRestorePath, "cluster-reset-restore-path", c.ClusterResetRestorePath, "With --cluster-reset: the snapshot to restore (kubeboot etcd-snapshot save, or a scheduled one). The etcd data it replaces is kept aside.")
 	fs.StringVar(&c.EtcdSnapshotDir, "etcd-snapshot-dir", c.EtcdSnapshotDir, "Where snapshots of the embedded etcd are saved. Default: snapshots in --data-dir.")
@@ -147,11 +149,17 @@ func (o *APIServer) Validate() error {
 // K3S_TOKEN), read when the flags are, so that --help never shows it.
 const tokenEnv = "KUBEBOOT_TOKEN"
 
+// agentTokenEnv is --agent-token's (k3s's K3S_AGENT_TOKEN).
+const agentTokenEnv = "KUBEBOOT_AGENT_TOKEN"
+
 // Config returns the control plane configuration the flags describe.
 func (o *APIServer) Config() controlplane.Config {
 	c := o.ControlPlane
 	if c.Token == "" && c.TokenFile == "" {
 		c.Token = os.Getenv(tokenEnv)
+	}
+	if c.AgentToken == "" && c.AgentTokenFile == "" {
+		c.AgentToken = os.Getenv(agentTokenEnv)
 	}
 	// An audit policy or log given empty turns the default audit off, as
 	// leaving them unset leaves kube-apiserver's off.

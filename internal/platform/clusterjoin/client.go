@@ -43,7 +43,7 @@ func Dial(ctx context.Context, server string, token Token) (*Client, error) {
 	// The CA is not known yet: its hash, checked below, is the trust.
 	insecure := &http.Client{Timeout: requestTimeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	defer insecure.CloseIdleConnections()
-	ca, err := get(ctx, insecure, server+caCertsPath, "")
+	ca, err := get(ctx, insecure, server+caCertsPath, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--server %s: fetching its CA: %w", server, err)
 	}
@@ -64,7 +64,7 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 // FetchFiles returns the files a server of the cluster shares, by path
 // relative to the data dir.
 func (c *Client) FetchFiles(ctx context.Context) (map[string][]byte, error) {
-	body, err := get(ctx, c.http, c.server+bootstrapPath, c.token.Password)
+	body, err := get(ctx, c.http, c.server+bootstrapPath, &c.token)
 	if err != nil {
 		return nil, fmt.Errorf("--server %s: fetching the cluster's files: %w", c.server, err)
 	}
@@ -150,7 +150,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token.Password)
+	c.token.authorize(req)
 	return send(c.http, req)
 }
 
@@ -164,15 +164,26 @@ func (e *statusError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.code, http.StatusText(e.code), e.msg)
 }
 
-func get(ctx context.Context, client *http.Client, url, password string) ([]byte, error) {
+// get gets url, with token's credentials unless it is nil.
+func get(ctx context.Context, client *http.Client, url string, token *Token) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	if password != "" {
-		req.Header.Set("Authorization", "Bearer "+password)
+	if token != nil {
+		token.authorize(req)
 	}
 	return send(client, req)
+}
+
+// authorize sets the token's credentials on req: its user and password
+// in basic authentication, a bootstrap token as the bearer token.
+func (t Token) authorize(req *http.Request) {
+	if t.IsBootstrap() {
+		req.Header.Set("Authorization", "Bearer "+t.Password)
+		return
+	}
+	req.SetBasicAuth(t.User, t.Password)
 }
 
 func send(client *http.Client, req *http.Request) ([]byte, error) {

@@ -27,13 +27,56 @@ func TestParseToken(t *testing.T) {
 		t.Errorf("ParseToken(String()) = %+v, %v; want %+v", got, err, tok)
 	}
 	hash := strings.Repeat("ab", 32)
-	for _, bad := range []string{"", "secret", "K10" + hash, "K10" + hash[:10] + "::server:p", "K10" + hash + "::node:p", "K10" + hash + "::server:", "X10" + hash + "::server:p"} {
+	for _, tc := range []struct {
+		in   string
+		want Token
+	}{
+		{"K10" + hash + "::server:p", Token{CAHash: hash, User: ServerUser, Password: "p"}},
+		{"K10" + strings.ToUpper(hash) + "::node:p:q", Token{CAHash: hash, User: AgentUser, Password: "p:q"}},
+		{"K10" + hash + "::abcdef.0123456789abcdef", Token{CAHash: hash, Password: "abcdef.0123456789abcdef"}},
+	} {
+		if got, err := ParseToken(tc.in); err != nil || got != tc.want || got.String() != strings.Replace(tc.in, strings.ToUpper(hash), hash, 1) {
+			t.Errorf("ParseToken(%q) = %+v, %v; want %+v, written back the same", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "secret", "K10" + hash, "K10" + hash[:10] + "::server:p", "K10" + hash + "::admin:p",
+		"K10" + hash + "::server:", "X10" + hash + "::server:p", "K10" + hash + "::ABCDEF.0123456789abcdef", "abcdef.0123456789abcdef"} {
 		if _, err := ParseToken(bad); err == nil {
 			t.Errorf("ParseToken(%q) accepted", bad)
 		}
 	}
 	if _, err := ParseToken("secret"); !errors.Is(err, ErrNoCAHash) {
 		t.Errorf("a password alone: %v, want ErrNoCAHash", err)
+	}
+}
+
+func TestParseUserToken(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	other := strings.Repeat("cd", 32)
+	for _, tc := range []struct {
+		in, user, hash string
+		want           Token
+		err            string
+	}{
+		{in: "a-long-enough-password", user: AgentUser, hash: hash, want: Token{CAHash: hash, User: AgentUser, Password: "a-long-enough-password"}},
+		{in: "a-long-enough-password", user: AgentUser, want: Token{User: AgentUser, Password: "a-long-enough-password"}},
+		{in: "K10" + hash + "::node:a-long-enough-password", user: AgentUser, hash: hash, want: Token{CAHash: hash, User: AgentUser, Password: "a-long-enough-password"}},
+		{in: "short", user: AgentUser, err: "shorter than 16"},
+		{in: "a password with spaces", user: ServerUser, err: "a space"},
+		{in: "K10" + hash + "::server:a-long-enough-password", user: AgentUser, err: "is not node:<password>"},
+		{in: "K10" + other + "::node:a-long-enough-password", user: AgentUser, hash: hash, err: "is not this cluster's"},
+		{in: "K10" + hash + "::abcdef.0123456789abcdef", user: ServerUser, err: "is not server:<password>"},
+	} {
+		got, err := ParseUserToken(tc.in, tc.user, tc.hash)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseUserToken(%q, %s) = %+v, %v; want an error saying %q", tc.in, tc.user, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseUserToken(%q, %s) = %+v, %v; want %+v", tc.in, tc.user, got, err, tc.want)
+		}
 	}
 }
 
@@ -152,8 +195,20 @@ func TestJoin(t *testing.T) {
 }
 
 // fakeAgents admits node n1 once the server can (after notYet refusals)
-// and refuses any other name.
+// and refuses any other name; of bootstrap tokens, it takes
+// abcdef.0123456789abcdef, after as many refusals as notYet.
 type fakeAgents struct{ notYet int }
+
+func (f *fakeAgents) Authenticate(_ context.Context, token string) error {
+	if f.notYet > 0 {
+		f.notYet--
+		return fmt.Errorf("%w: the apiserver is starting", ErrNotYet)
+	}
+	if token != "abcdef.0123456789abcdef" {
+		return errors.New("unknown")
+	}
+	return nil
+}
 
 func (f *fakeAgents) Admit(_ context.Context, nodeName, password string) (AgentCredentials, error) {
 	if f.notYet > 0 {
@@ -195,5 +250,58 @@ func TestJoinAgent(t *testing.T) {
 	}
 	if _, err := c.JoinAgent(ctx, "n2", "pw"); err == nil || !strings.Contains(err.Error(), "the node name is taken") {
 		t.Errorf("JoinAgent of a taken name: %v", err)
+	}
+}
+
+// TestTokenRoles: the server token joins servers and agents; the agent
+// token (or the server token's password as the agent's user) and a
+// bootstrap token the agents' authenticator takes join agents only; the
+// rest nothing.
+func TestTokenRoles(t *testing.T) {
+	dir := t.TempDir()
+	s := &Server{DataDir: dir, TokenFile: filepath.Join(dir, "token"), AgentTokenFile: filepath.Join(dir, "agent-token"),
+		Files: []string{"token"}, Members: &fakeMembers{}, Agents: &fakeAgents{}}
+	srv := httptest.NewTLSServer(s.Wrap(nil))
+	defer srv.Close()
+	server, err := EnsureToken(s.TokenFile, []byte("the CA's PEM"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := Token{CAHash: server.CAHash, User: AgentUser, Password: "the-agents-password"}
+	if err := WriteToken(s.AgentTokenFile, agent); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name                string
+		token               Token
+		servers, agents     bool
+		serverErr, agentErr string
+	}{
+		{name: "the server token", token: server, servers: true, agents: true},
+		{name: "the agent token", token: agent, agents: true, serverErr: "403"},
+		{name: "the server password as the agent's user", token: Token{CAHash: server.CAHash, User: AgentUser, Password: server.Password}, agents: true, serverErr: "403"},
+		{name: "the agent password as the server's user", token: Token{CAHash: server.CAHash, User: ServerUser, Password: agent.Password}, serverErr: "401", agentErr: "401"},
+		{name: "a bootstrap token", token: Token{CAHash: server.CAHash, Password: "abcdef.0123456789abcdef"}, agents: true, serverErr: "403"},
+		{name: "an unknown bootstrap token", token: Token{CAHash: server.CAHash, Password: "zzzzzz.0123456789abcdef"}, serverErr: "401", agentErr: "does not join this cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Client{server: srv.URL, token: tc.token, http: srv.Client()}
+			_, err := c.FetchFiles(ctx)
+			if tc.servers != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.serverErr) {
+				t.Errorf("fetching the servers' files: %v; want allowed %v", err, tc.servers)
+			}
+			_, err = c.JoinAgent(ctx, "n1", "pw")
+			if tc.agents != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.agentErr) {
+				t.Errorf("joining an agent: %v; want allowed %v", err, tc.agents)
+			}
+		})
+	}
+	// A bootstrap token that cannot be checked yet is asked about again.
+	s.Agents = &fakeAgents{notYet: 2}
+	c := &Client{server: srv.URL, token: Token{CAHash: server.CAHash, Password: "abcdef.0123456789abcdef"}, http: srv.Client()}
+	if _, err := c.JoinAgent(ctx, "n1", "pw"); err != nil {
+		t.Errorf("a bootstrap token checked once the server can: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
@@ -46,8 +47,12 @@ type Members interface {
 	Remove(ctx context.Context, id uint64) error
 }
 
-// Agents admits agents, the nodes that join with the token.
+// Agents admits agents, the nodes that join with a token.
 type Agents interface {
+	// Authenticate checks a bootstrap token (id.secret) an agent joins
+	// with: nil if it may join, ErrNotYet (wrapped) if that cannot be
+	// told yet, another error saying why not.
+	Authenticate(ctx context.Context, bootstrapToken string) error
 	// Admit admits the node named nodeName, whose host holds password
 	// (nodejoin's node password), and returns what it joins with.
 	Admit(ctx context.Context, nodeName, password string) (AgentCredentials, error)
@@ -85,9 +90,12 @@ var ErrNotYet = errors.New("not yet")
 type Server struct {
 	// DataDir holds the files.
 	DataDir string
-	// TokenFile is the token a joining server must present; without it
-	// the server answers no join.
+	// TokenFile is the server token, which joins servers and agents;
+	// without it the server answers no join.
 	TokenFile string
+	// AgentTokenFile is the agent token (--agent-token), which joins
+	// agents only; absent when there is none.
+	AgentTokenFile string
 	// CAFile is the cluster CA's PEM, which /cacerts serves to anyone.
 	CAFile string
 	// Files are the paths, relative to DataDir, that a joining server
@@ -125,25 +133,92 @@ func (s *Server) serveCACerts(w http.ResponseWriter) {
 	_, _ = w.Write(data)
 }
 
-func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	token, err := ReadToken(s.TokenFile)
+// role is what a join's credentials let it do.
+type role int
+
+const (
+	// joinsAgents may join agents only.
+	joinsAgents role = iota + 1
+	// joinsServers may join servers and agents.
+	joinsServers
+)
+
+// authError is a join refused for its credentials.
+type authError struct {
+	code int
+	msg  string
+}
+
+func (e *authError) Error() string { return e.msg }
+
+// authenticate tells what the request's credentials let it do: a token's
+// user and password in basic authentication, or a bootstrap token as the
+// bearer token (k3s's schemes).
+func (s *Server) authenticate(r *http.Request) (role, error) {
+	server, err := ReadToken(s.TokenFile)
 	if errors.Is(err, os.ErrNotExist) {
-		http.Error(w, "this server takes no joins: it has no token", http.StatusNotFound)
-		return
+		return 0, &authError{http.StatusNotFound, "this server takes no joins: it has no token"}
 	} else if err != nil {
 		klog.FromContext(r.Context()).Error(err, "Reading the join token")
-		http.Error(w, "the server's token file is unreadable", http.StatusInternalServerError)
-		return
+		return 0, &authError{http.StatusInternalServerError, "the server's token file is unreadable"}
 	}
-	password, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(password), []byte(token.Password)) != 1 {
-		http.Error(w, "the token is not this cluster's", http.StatusUnauthorized)
+	refused := &authError{http.StatusUnauthorized, "the token is not this cluster's"}
+	if user, password, ok := r.BasicAuth(); ok {
+		switch {
+		case user == ServerUser && samePassword(password, server):
+			return joinsServers, nil
+		case user == AgentUser && samePassword(password, server):
+			// An agent may join with the server token's password under
+			// the agent's user, as with k3s.
+			return joinsAgents, nil
+		case user == AgentUser:
+			agent, err := ReadToken(s.AgentTokenFile)
+			if err == nil && samePassword(password, agent) {
+				return joinsAgents, nil
+			}
+		}
+		return 0, refused
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || !bootstraputil.IsValidBootstrapToken(token) {
+		return 0, refused
+	}
+	if s.Agents == nil {
+		return 0, &authError{http.StatusNotFound, noAgents}
+	}
+	if err := s.Agents.Authenticate(r.Context(), token); errors.Is(err, ErrNotYet) {
+		return 0, err
+	} else if err != nil {
+		return 0, &authError{http.StatusUnauthorized, "the bootstrap token does not join this cluster: " + err.Error()}
+	}
+	return joinsAgents, nil
+}
+
+// samePassword is whether password is t's, in constant time.
+func samePassword(password string, t Token) bool {
+	return subtle.ConstantTimeCompare([]byte(password), []byte(t.Password)) == 1
+}
+
+// noAgents is the answer of a server that admits no agents.
+const noAgents = "this server takes no agents: agents join a kubeboot server with bootstrap token authentication (--enable-bootstrap-token-auth)"
+
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	role, err := s.authenticate(r)
+	var ae *authError
+	switch {
+	case errors.As(err, &ae):
+		http.Error(w, ae.msg, ae.code)
+		return
+	case err != nil:
+		writeError(w, err)
 		return
 	}
 	path := r.URL.Path
 	switch {
 	case path == agentPath && r.Method == http.MethodPost:
 		s.serveAgent(w, r)
+	case role != joinsServers:
+		http.Error(w, "the token joins agents only: servers join with the server token (token in a server's data dir)", http.StatusForbidden)
 	case s.Members == nil && (path == bootstrapPath || strings.HasPrefix(path, membersPath)):
 		http.Error(w, "this server takes no other servers: servers join a cluster whose first server started with --cluster-init on embedded etcd", http.StatusNotFound)
 	case path == bootstrapPath && r.Method == http.MethodGet:
@@ -189,7 +264,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveAgent(w http.ResponseWriter, r *http.Request) {
 	if s.Agents == nil {
-		http.Error(w, "this server takes no agents: agents join a kubeboot server with bootstrap token authentication (--enable-bootstrap-token-auth)", http.StatusNotFound)
+		http.Error(w, noAgents, http.StatusNotFound)
 		return
 	}
 	var req agentRequest

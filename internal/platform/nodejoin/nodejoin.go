@@ -16,10 +16,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -167,6 +169,31 @@ func issueToken(ctx context.Context, client kubernetes.Interface, nodeName strin
 		return "", fmt.Errorf("bootstrap token: %w", err)
 	}
 	return token, nil
+}
+
+// JoinGroup is the group `kubeboot token create` gives its bootstrap
+// tokens by default (k3s's system:bootstrappers:k3s:default-node-token):
+// an agent joins with one. No RBAC binds it: the token's holder gets a
+// node's credentials only through Admit.
+const JoinGroup = "system:bootstrappers:kubeboot:default-node-token"
+
+// CheckJoinToken checks a bootstrap token an agent joins with, through
+// the API server's bootstrap token authenticator (a TokenReview): it must
+// authenticate (be unexpired, with the authentication usage), and not be
+// one Admit issued for a kubelet (of Group), which bootstraps that node
+// alone. It returns ErrRefused, wrapped, for a token that may not join.
+func CheckJoinToken(ctx context.Context, client kubernetes.Interface, token string) error {
+	review, err := client.AuthenticationV1().TokenReviews().Create(ctx,
+		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("reviewing the bootstrap token: %w", err)
+	case !review.Status.Authenticated:
+		return fmt.Errorf("%w: the bootstrap token is unknown, expired, or not for authentication", ErrRefused)
+	case slices.Contains(review.Status.User.Groups, Group):
+		return fmt.Errorf("%w: the bootstrap token is a kubelet's, for its node alone", ErrRefused)
+	}
+	return nil
 }
 
 // AgentUser is the user of node's process beside its kubelet, in group
