@@ -698,6 +698,9 @@ func (cc *completedConfig) checkFiles() ([]crdinstall.CRD, []error) {
 	} else if err != nil && !os.IsNotExist(err) {
 		return nil, append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
 	}
+	if err := checkStorage(cc.DataDir); err != nil {
+		return nil, append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
+	}
 	if err := pki.Check(filepath.Join(cc.DataDir, pkiDirName)); err != nil {
 		errs = append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
 	} else {

@@ -114,6 +114,9 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if err := clearResetMarker(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := recordStorage(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	// Read by Pod validation; as kube-apiserver's Run, before serving.
 	capabilities.Setup(cfg.AllowPrivileged, 0)
 	if cfg.secretsEncryptionConfig {

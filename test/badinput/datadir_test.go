@@ -99,6 +99,18 @@ func TestBadDataDir(t *testing.T) {
 			},
 		},
 		{
+			name: "a later kubeboot's storage",
+			prepare: func(t *testing.T, dataDir string) {
+				writeFile(t, filepath.Join(dataDir, "storage-version"), []byte(`{"storageVersion":99,"kubernetes":"1.37.2","kubeboot":"9.0.0"}`+"\n"), 0o600)
+			},
+		},
+		{
+			name: "a later Kubernetes minor's data",
+			prepare: func(t *testing.T, dataDir string) {
+				writeFile(t, filepath.Join(dataDir, "storage-version"), []byte(`{"storageVersion":1,"kubernetes":"1.99.0","kubeboot":"9.0.0"}`+"\n"), 0o600)
+			},
+		},
+		{
 			name: "pki/ca.crt of another CA without its key",
 			prepare: func(t *testing.T, dataDir string) {
 				writeFile(t, filepath.Join(dataDir, "pki", "ca.crt"), foreignCACert, 0o644)
