@@ -91,6 +91,49 @@ func Build(dir string) (string, error) {
 	return goBuild(root, filepath.Join(dir, "kubeboot"), "./cmd/kubeboot", "-tags", BuildTags, "-overlay", overlayFile)
 }
 
+// BuildAt builds ./cmd/kubeboot of this module's commit (from git's
+// history, as `git archive` gives it) into dir, its commit stamped as a
+// release's (/version's gitCommit), and returns the binary's path. The
+// binary is kept in the user's cache directory, by commit, for later runs.
+func BuildAt(commit, dir string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--verify", commit+"^{commit}").Output()
+	if err != nil {
+		return "", fmt.Errorf("commit %s is not in the repository's history (a shallow clone?): %w", commit, err)
+	}
+	commit = strings.TrimSpace(string(out))
+	cached := ""
+	if cache, err := os.UserCacheDir(); err == nil {
+		cached = filepath.Join(cache, "kubeboot-test", "kubeboot-"+commit)
+		if _, err := os.Stat(cached); err == nil {
+			return cached, nil
+		}
+	}
+	src := filepath.Join(dir, "src-"+commit[:12])
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, commit, src)
+	if b, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s: %v\n%s", commit, err, b)
+	}
+	bin, err := goBuild(src, filepath.Join(dir, "kubeboot-"+commit[:12]), "./cmd/kubeboot", "-tags", BuildTags,
+		"-ldflags", "-X github.com/kubeboot/kubeboot/internal/platform/version.gitCommit="+commit)
+	if err != nil || cached == "" {
+		return bin, err
+	}
+	// Kept for later runs when the cache takes it; used from dir if not.
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
+		if data, err := os.ReadFile(bin); err == nil && os.WriteFile(cached+".tmp", data, 0o755) == nil {
+			_ = os.Rename(cached+".tmp", cached)
+		}
+	}
+	return bin, nil
+}
+
 // BuildTags are the build tags of kubeboot's releases (hack/release.sh),
 // which the tests' binary is built with too: kustomize's (in kubectl)
 // without Go plugin loading, whose import of package plugin keeps every

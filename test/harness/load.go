@@ -32,6 +32,11 @@ type Load struct {
 	unknown map[string]bool // a request for it got no answer
 	retries atomic.Int64
 	refused atomic.Int64 // 4xx answers (e.g. a random node port taken)
+	// lastAck and longestGap time the acknowledged writes: the longest
+	// stretch without one is how long writes were unavailable.
+	lastAck    time.Time
+	longestGap time.Duration
+	gapStart   time.Time
 }
 
 // NewLoad is a Load through clients, one per apiserver.
@@ -123,6 +128,19 @@ func (l *Load) record(name string, exists bool) {
 	defer l.mu.Unlock()
 	l.want[name] = exists
 	delete(l.unknown, name)
+	now := time.Now()
+	if !l.lastAck.IsZero() && now.Sub(l.lastAck) > l.longestGap {
+		l.longestGap, l.gapStart = now.Sub(l.lastAck), l.lastAck
+	}
+	l.lastAck = now
+}
+
+// LongestGap is the longest time between two acknowledged writes, and
+// when it began: how long, at most, the servers took no write.
+func (l *Load) LongestGap() (time.Duration, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.longestGap, l.gapStart
 }
 
 // Verify checks that every acknowledged create is stored and every
