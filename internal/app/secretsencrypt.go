@@ -62,6 +62,16 @@ again), then the old keys are dropped. No Secret is left on an old key; progress
 is reported every 1,000 Secrets.`,
 		Args: cobra.NoArgs,
 		RunE: withEtcd(&dataDir, func(cmd *cobra.Command, _ []string, etcd *clientv3.Client) error {
+			// Each server reads its own copy of the configuration: a key
+			// one server writes with must be every server's first, which
+			// the rotation does not do yet.
+			members, err := etcd.MemberList(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("--data-dir %s: listing etcd members (is the server running?): %w", dataDir, err)
+			}
+			if n := len(members.Members); n > 1 {
+				return fmt.Errorf("rotate-keys: the server is one of a cluster of %d servers, whose other servers would not read the Secrets written with the new key; rotation on a cluster of servers is not supported yet, and nothing was changed", n)
+			}
 			admin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "super-admin.kubeconfig"))
 			if err != nil {
 				return fmt.Errorf("--data-dir %s: %w", dataDir, err)

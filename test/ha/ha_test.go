@@ -176,6 +176,12 @@ func TestJoinServers(t *testing.T) {
 		t.Errorf("etcd members: want 3 voters\n%s", list)
 	}
 
+	// The key rotation of --secrets-encryption, which each server's own
+	// configuration would miss, is refused on a cluster of servers.
+	if out, err := exec.Command(s.bin, "secrets-encrypt", "rotate-keys", "--data-dir", s.dataDir(1)).CombinedOutput(); err == nil || !strings.Contains(string(out), "one of a cluster of 3 servers") {
+		t.Errorf("secrets-encrypt rotate-keys on a cluster of servers: %v\n%s", err, out)
+	}
+
 	// A joined server is a member: --cluster-init on its data dir is
 	// refused before anything starts.
 	if out, err := s.run(1, "--cluster-init"); err == nil || !strings.Contains(out, "is a member of the cluster it joined through https://"+harness.Addr(0)+":6443") {
