@@ -119,6 +119,11 @@ type Config struct {
 	// EtcdDisableSnapshots is --etcd-disable-snapshots: no scheduled
 	// snapshots.
 	EtcdDisableSnapshots bool
+	// EtcdS3 are k3s's --etcd-s3 flags: snapshots uploaded to an S3
+	// bucket too, the scheduled ones pruned there to
+	// EtcdSnapshotRetention, and --cluster-reset-restore-path taken from
+	// there when it names no local file.
+	EtcdS3 etcdsnapshot.S3Options
 	// EtcdQuotaBackendBytes is --etcd-quota-backend-bytes: the embedded
 	// etcd's database size limit (etcd's --quota-backend-bytes). 0 keeps
 	// etcd's, 2 GiB.
@@ -291,6 +296,9 @@ type completedConfig struct {
 	// cluster is set when the embedded etcd takes peers (ClusterInit, a
 	// join, or a data dir that did either).
 	cluster *clusterMember
+	// restoreFromS3 is set when ClusterResetRestorePath names a snapshot
+	// in EtcdS3's bucket rather than a file.
+	restoreFromS3 bool
 	// agentToken is AgentToken, parsed; its CA hash is completed when
 	// the CA is known. Nil without one.
 	agentToken *clusterjoin.Token
@@ -341,6 +349,7 @@ func NewConfig() Config {
 
 		EtcdSnapshotScheduleCron: etcdsnapshot.DefaultSchedule,
 		EtcdSnapshotRetention:    etcdsnapshot.DefaultRetention,
+		EtcdS3:                   etcdsnapshot.NewS3Options(),
 
 		ServiceClusterIPRange:     network.DefaultServiceClusterIPRange,
 		ServiceNodePortRange:      network.DefaultServiceNodePortRange,

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
@@ -43,11 +45,24 @@ func (cc *completedConfig) completeSnapshots() error {
 	} else if cc.EtcdQuotaBackendBytes > 0 && !cc.embeddedEtcd() {
 		errs = append(errs, errors.New("--etcd-quota-backend-bytes is for the embedded etcd; set --quota-backend-bytes on the members of --etcd-servers"))
 	}
-	if cc.ClusterResetRestorePath != "" {
-		if !cc.ClusterReset {
+	if err := cc.EtcdS3.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if cc.EtcdS3.Enabled && !cc.embeddedEtcd() {
+		errs = append(errs, errors.New("--etcd-s3 is for the embedded etcd's snapshots"))
+	}
+	if path := cc.ClusterResetRestorePath; path != "" {
+		_, statErr := os.Stat(path)
+		switch {
+		case !cc.ClusterReset:
 			errs = append(errs, errors.New("--cluster-reset-restore-path needs --cluster-reset"))
-		} else if err := etcdsnapshot.Verify(cc.ClusterResetRestorePath, cc.Progress); err != nil {
-			errs = append(errs, fmt.Errorf("--cluster-reset-restore-path: %w", err))
+		case errors.Is(statErr, os.ErrNotExist) && cc.EtcdS3.Enabled && !strings.Contains(path, "/"):
+			// A snapshot's name in the bucket: fetched, then checked, by
+			// ResetCluster.
+			cc.restoreFromS3 = true
+		default:
+			if err := etcdsnapshot.Verify(path, cc.Progress); err != nil {
+				errs = append(errs, fmt.Errorf("--cluster-reset-restore-path: %w", err))
+			}
 		}
 	}
 	if cc.ClusterReset {
@@ -82,7 +97,17 @@ func ResetCluster(ctx context.Context, c CompletedConfig) (string, error) {
 	}
 	ec := (&Server{cfg: cfg}).etcdConfig()
 	var what string
-	if path := cfg.ClusterResetRestorePath; path != "" {
+	path := cfg.ClusterResetRestorePath
+	if cfg.restoreFromS3 {
+		store, err := etcdsnapshot.NewS3(ctx, cfg.EtcdS3)
+		if err != nil {
+			return "", fmt.Errorf("--cluster-reset-restore-path %s: %w", path, err)
+		}
+		if path, err = store.Download(ctx, path, cfg.EtcdSnapshotDir); err != nil {
+			return "", fmt.Errorf("--cluster-reset-restore-path: %w", err)
+		}
+	}
+	if path != "" {
 		name, peerURL := ec.Member()
 		aside, err := etcdsnapshot.Restore(path, ec.Dir, name, peerURL, time.Now(), cfg.Progress)
 		if err != nil {
@@ -150,5 +175,31 @@ func (s *Server) takeSnapshots(ctx context.Context) {
 		} else if len(deleted) > 0 {
 			logger.V(2).Info("Pruned scheduled etcd snapshots", "deleted", len(deleted))
 		}
+		if s.cfg.EtcdS3.Enabled {
+			if err := s.uploadSnapshot(ctx, snap, node); err != nil {
+				logger.Error(err, "Uploading a scheduled etcd snapshot failed: it is kept in the snapshot directory", "path", snap.Path)
+				s.api.Recorder().Eventf(s.eventTarget(), corev1.EventTypeWarning, ETCDSnapshotFailed,
+					"The etcd snapshot %s is kept in %s only: %v", snap.Name, s.cfg.EtcdSnapshotDir, err)
+			}
+		}
 	}
+}
+
+// ETCDSnapshotFailed is the reason of the Events that tell of a
+// scheduled snapshot that did not reach S3 (k3s's).
+const ETCDSnapshotFailed = "ETCDSnapshotFailed"
+
+// uploadSnapshot uploads a scheduled snapshot to S3 and prunes this
+// node's there to the retention.
+func (s *Server) uploadSnapshot(ctx context.Context, snap etcdsnapshot.Snapshot, node string) error {
+	store, err := etcdsnapshot.NewS3(ctx, s.cfg.EtcdS3)
+	if err != nil {
+		return err
+	}
+	if err := store.Upload(ctx, snap); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("Uploaded a scheduled etcd snapshot", "location", store.Location(snap.Name))
+	_, err = store.Prune(ctx, etcdsnapshot.ScheduledName+"-"+node, s.cfg.EtcdSnapshotRetention)
+	return err
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -64,13 +65,16 @@ func newEtcdCommand() *cobra.Command {
 }
 
 // newEtcdSnapshotCommand is k3s's etcd-snapshot: save a snapshot of a
-// running server's embedded etcd, list, delete and prune them.
+// running server's embedded etcd, list, delete and prune them, in the
+// snapshot directory and, with --etcd-s3, in an S3 bucket.
 func newEtcdSnapshotCommand() *cobra.Command {
 	dataDir := controlplane.DefaultDataDir()
 	cmd := dataDirGroup("etcd-snapshot", "Save, list, delete and prune snapshots of the embedded etcd",
 		"The data directory of the server, on embedded etcd.", &dataDir)
-	cmd.Long = `Save, list, delete and prune snapshots of a server's embedded etcd. Restore one with
-kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`
+	cmd.Long = `Save, list, delete and prune snapshots of a server's embedded etcd, in the snapshot
+directory and, with --etcd-s3, in an S3 bucket too. Restore one with kubeboot server
+--cluster-reset --cluster-reset-restore-path=FILE (or, with --etcd-s3, the name of one
+in the bucket).`
 	var dir string
 	snapshotDir := func() string {
 		if dir != "" {
@@ -79,6 +83,19 @@ kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`
 		return etcdsnapshot.Dir(dataDir)
 	}
 	cmd.PersistentFlags().StringVar(&dir, "etcd-snapshot-dir", dir, "Where the snapshots are. Default: snapshots in --data-dir.")
+	s3opts := etcdsnapshot.NewS3Options()
+	s3opts.AddFlags(cmd.PersistentFlags())
+	// s3 is the bucket's store with --etcd-s3, else nil.
+	s3 := func(cmd *cobra.Command) (*etcdsnapshot.S3, error) {
+		s3opts.Complete()
+		if !s3opts.Enabled {
+			return nil, nil
+		}
+		if err := s3opts.Validate(); err != nil {
+			return nil, err
+		}
+		return etcdsnapshot.NewS3(cmd.Context(), s3opts)
+	}
 	name := etcdsnapshot.OnDemandName
 	save := &cobra.Command{
 		Use:   "save",
@@ -93,7 +110,22 @@ kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`
 			if err != nil {
 				return fmt.Errorf("--data-dir %s: saving a snapshot (is the server running?): %w", dataDir, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "saved %d bytes\n%s\n", snap.Size, snap.Path)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "saved %d bytes\n", snap.Size)
+			// A snapshot that does not reach the bucket is kept, and
+			// the command fails saying why.
+			store, err := s3(cmd)
+			if err == nil && store != nil {
+				err = store.Upload(cmd.Context(), snap)
+			}
+			if err != nil {
+				fmt.Fprintln(out, snap.Path)
+				return fmt.Errorf("the snapshot is kept in %s only: %w", snapshotDir(), err)
+			}
+			if store != nil {
+				fmt.Fprintf(out, "uploaded to %s\n", store.Location(snap.Name))
+			}
+			fmt.Fprintln(out, snap.Path)
 			return nil
 		}),
 	}
@@ -101,15 +133,26 @@ kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the snapshots, oldest first",
+		Short:   "List the snapshots, oldest first: the directory's, then the bucket's",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			snaps, err := etcdsnapshot.List(snapshotDir())
 			if err != nil {
 				return err
 			}
+			store, err := s3(cmd)
+			if err != nil {
+				return err
+			}
+			if store != nil {
+				remote, err := store.List(cmd.Context())
+				if err != nil {
+					return err
+				}
+				snaps = append(snaps, remote...)
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSIZE\tCREATED\tPATH")
+			fmt.Fprintln(w, "NAME\tSIZE\tCREATED\tLOCATION")
 			for _, s := range snaps {
 				fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", s.Name, s.Size, s.Created.UTC().Format(time.RFC3339), s.Path)
 			}
@@ -118,24 +161,47 @@ kubeboot server --cluster-reset --cluster-reset-restore-path=FILE.`
 	}
 	del := &cobra.Command{
 		Use:   "delete NAME...",
-		Short: "Delete snapshots by name",
+		Short: "Delete snapshots by name, in the directory and, with --etcd-s3, the bucket",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return etcdsnapshot.Delete(snapshotDir(), args...)
+			store, err := s3(cmd)
+			if err != nil {
+				return err
+			}
+			if store == nil {
+				return etcdsnapshot.Delete(snapshotDir(), args...)
+			}
+			for _, n := range args {
+				if err := etcdsnapshot.Delete(snapshotDir(), n); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
+			}
+			return store.Delete(cmd.Context(), args...)
 		},
 	}
 	retention := etcdsnapshot.DefaultRetention
 	prune := &cobra.Command{
 		Use:   "prune",
-		Short: "Delete the oldest snapshots of --name until --etcd-snapshot-retention are left",
+		Short: "Delete the oldest snapshots of --name until --etcd-snapshot-retention are left, in the directory and the bucket",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if retention < 1 {
 				return fmt.Errorf("--etcd-snapshot-retention %d must be at least 1", retention)
 			}
+			store, err := s3(cmd)
+			if err != nil {
+				return err
+			}
 			deleted, err := etcdsnapshot.Prune(snapshotDir(), name, retention)
 			for _, s := range deleted {
 				fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", s.Name)
+			}
+			if err != nil || store == nil {
+				return err
+			}
+			deleted, err = store.Prune(cmd.Context(), name, retention)
+			for _, s := range deleted {
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", s.Path)
 			}
 			return err
 		},

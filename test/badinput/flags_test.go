@@ -226,6 +226,12 @@ func TestBadServerFlags(t *testing.T) {
 		{"agent token of the server's user", []string{"--agent-token=K10" + strings.Repeat("0", 64) + "::server:a-long-enough-password"}, "--agent-token"},
 		{"agent token and its file", []string{"--agent-token=a-long-enough-password", "--agent-token-file=/nonexistent"}, "--agent-token"},
 		{"server joining with an agent token", []string{"--server=https://127.0.0.1:1", "--token=K10" + strings.Repeat("0", 64) + "::node:a-long-enough-password"}, "--token"},
+		// Snapshots to S3.
+		{"S3 without a bucket", []string{"--etcd-s3"}, "--etcd-s3-bucket"},
+		{"S3 endpoint a URL", []string{"--etcd-s3", "--etcd-s3-bucket=b", "--etcd-s3-endpoint=https://s3.example.test"}, "--etcd-s3-endpoint"},
+		{"S3 endpoint CA missing", []string{"--etcd-s3", "--etcd-s3-bucket=b", "--etcd-s3-endpoint-ca=/nonexistent/ca.crt"}, "--etcd-s3-endpoint-ca"},
+		{"S3 timeout zero", []string{"--etcd-s3", "--etcd-s3-bucket=b", "--etcd-s3-timeout=0s"}, "--etcd-s3-timeout"},
+		{"S3 access key without a secret key", []string{"--etcd-s3", "--etcd-s3-bucket=b", "--etcd-s3-access-key=AK"}, "--etcd-s3-secret-key"},
 		// Cluster DNS.
 		{"cluster DNS outside the Service range", []string{"--cluster-dns=192.0.2.10"}, "--cluster-dns"},
 		{"cluster DNS not an IP", []string{"--cluster-dns=ten"}, "--cluster-dns"},

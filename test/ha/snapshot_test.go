@@ -1,7 +1,9 @@
 package ha
 
 import (
+	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,4 +120,153 @@ func scheduled(list string) int {
 		}
 	}
 	return n
+}
+
+// TestSnapshotsToS3: with --etcd-s3, scheduled snapshots are uploaded to
+// a bucket of an S3 service (gofakes3 over TLS, taking only requests
+// signed with its keys) and pruned there to the retention; `etcd-snapshot
+// save|list|delete|prune --etcd-s3` work on the bucket too; a wrong key,
+// a missing bucket or an unreachable service keeps the snapshot locally
+// and says why in one line, and a scheduled snapshot that does not reach
+// the bucket is a Warning Event; --cluster-reset-restore-path restores a
+// snapshot from the bucket when it is not a local file.
+func TestSnapshotsToS3(t *testing.T) {
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s3 := harness.StartS3(t, "snapshots")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	s3Args := func(endpoint, bucket, secret string) []string {
+		return []string{"--etcd-s3", "--etcd-s3-endpoint", endpoint, "--etcd-s3-endpoint-ca", s3.CAFile, "--etcd-s3-bucket", bucket,
+			"--etcd-s3-folder", "cluster-a", "--etcd-s3-access-key", s3.AccessKey, "--etcd-s3-secret-key", secret}
+	}
+	good := s3Args(s3.Endpoint, "snapshots", s3.SecretKey)
+	args := append([]string{"--bind-address", "127.0.0.1", "--secure-port", "0", "--service-cluster-ip-range", "10.96.0.0/16",
+		"--etcd-snapshot-schedule-cron", "@every 1s", "--etcd-snapshot-retention", "2"}, good...)
+	kubeboot := func(args ...string) (string, string, error) {
+		cmd := exec.Command(bin, args...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	srv := harness.StartReadyAPIServer(t, readyTimeout, bin, dataDir, args...)
+	client := srv.MustClient(t)
+	create := func(name string) {
+		t.Helper()
+		if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inBucket := func(prefix string) int {
+		n := 0
+		for _, k := range s3.Objects(t, "snapshots") {
+			if strings.HasPrefix(k, "cluster-a/"+prefix) {
+				n++
+			}
+		}
+		return n
+	}
+
+	// Scheduled snapshots reach the bucket, two kept there.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return inBucket("etcd-snapshot-") == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("no two scheduled snapshots in the bucket within 20 s: %v", s3.Objects(t, "snapshots"))
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if n := inBucket("etcd-snapshot-"); n != 2 {
+		t.Errorf("after more scheduled snapshots, %d in the bucket, want 2: %v", n, s3.Objects(t, "snapshots"))
+	}
+
+	create("before")
+	out, stderr, err := kubeboot(append([]string{"etcd-snapshot", "save", "--data-dir", dataDir, "--name", "test"}, good...)...)
+	if err != nil || !strings.Contains(out, "uploaded to s3://snapshots/cluster-a/test-") {
+		t.Fatalf("etcd-snapshot save --etcd-s3: %v\n%s%s", err, out, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	name := filepath.Base(lines[len(lines)-1])
+	create("after")
+	if out, _, err := kubeboot(append([]string{"etcd-snapshot", "list", "--data-dir", dataDir}, good...)...); err != nil || !strings.Contains(out, "s3://snapshots/cluster-a/"+name) {
+		t.Errorf("etcd-snapshot list --etcd-s3 does not list %s in the bucket: %v\n%s", name, err, out)
+	}
+
+	// What keeps a snapshot from the bucket: one line names it, and the
+	// snapshot is kept.
+	for _, tc := range []struct {
+		name string
+		s3   []string
+		want string
+	}{
+		{"a wrong secret key", s3Args(s3.Endpoint, "snapshots", "not-the-secret-key"), "the keys are refused"},
+		{"a missing bucket", s3Args(s3.Endpoint, "no-such-bucket", s3.SecretKey), "bucket no-such-bucket does not exist"},
+		{"an unreachable service", s3Args("127.0.0.1:1", "snapshots", s3.SecretKey), "connection refused"},
+	} {
+		out, stderr, err := kubeboot(append([]string{"etcd-snapshot", "save", "--data-dir", dataDir, "--name", "failed"}, tc.s3...)...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		_, statErr := os.Stat(lines[len(lines)-1])
+		if err == nil || len(strings.Split(strings.TrimSpace(stderr), "\n")) != 1 || !strings.Contains(stderr, tc.want) || statErr != nil {
+			t.Errorf("save with %s: %v, stderr %q (want one line saying %q), the snapshot kept: %v", tc.name, err, stderr, tc.want, statErr)
+		}
+	}
+	// The bucket goes away: the next scheduled snapshot is an Event.
+	if err := s3.Backend.ForceDeleteBucket("snapshots"); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "reason=ETCDSnapshotFailed"})
+		return err == nil && len(events.Items) > 0 && strings.Contains(events.Items[0].Message, "does not exist"), nil
+	})
+	if err != nil {
+		t.Errorf("no ETCDSnapshotFailed Event for a scheduled snapshot without its bucket: %v", err)
+	}
+	srv.Kill()
+	// The bucket is back, with the snapshot: a restore takes it from
+	// there when it is not local.
+	if err := s3.Backend.CreateBucket("snapshots"); err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(dataDir, "snapshots", name)
+	data, err := os.ReadFile(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As gofakes3's handler stores an upload.
+	meta := map[string]string{"Last-Modified": time.Now().UTC().Format(http.TimeFormat)}
+	if _, err := s3.Backend.PutObject("snapshots", "cluster-a/"+name, meta, bytes.NewReader(data), int64(len(data)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(local); err != nil {
+		t.Fatal(err)
+	}
+	base := args[:len(args)-len(good)]
+	out, stderr, err = kubeboot(append(append([]string{"apiserver", "--data-dir", dataDir, "--cluster-reset", "--cluster-reset-restore-path", name}, base...), good...)...)
+	if err != nil || !strings.Contains(out+stderr, "without --cluster-reset") {
+		t.Fatalf("restore from the bucket: %v\n%s%s", err, out, stderr)
+	}
+	srv = harness.StartReadyAPIServer(t, readyTimeout, bin, dataDir, base...)
+	client = srv.MustClient(t)
+	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{}); err != nil {
+		t.Errorf("the snapshot's ConfigMap after the restore from the bucket: %v", err)
+	}
+	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "after", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ConfigMap made after the snapshot: %v, want NotFound", err)
+	}
+
+	// delete and prune work on the bucket too.
+	if out, stderr, err := kubeboot(append([]string{"etcd-snapshot", "delete", "--data-dir", dataDir, name}, good...)...); err != nil || inBucket(name) != 0 {
+		t.Errorf("etcd-snapshot delete --etcd-s3 %s: %v, in the bucket: %v\n%s%s", name, err, s3.Objects(t, "snapshots"), out, stderr)
+	}
+	for range 3 {
+		if out, stderr, err := kubeboot(append([]string{"etcd-snapshot", "save", "--data-dir", dataDir, "--name", "kept"}, good...)...); err != nil {
+			t.Fatalf("save: %v\n%s%s", err, out, stderr)
+		}
+		time.Sleep(1100 * time.Millisecond) // names end in the second
+	}
+	if out, stderr, err := kubeboot(append([]string{"etcd-snapshot", "prune", "--data-dir", dataDir, "--name", "kept", "--etcd-snapshot-retention", "1"}, good...)...); err != nil || inBucket("kept-") != 1 {
+		t.Errorf("etcd-snapshot prune --etcd-s3 to 1: %v, in the bucket: %v\n%s%s", err, s3.Objects(t, "snapshots"), out, stderr)
+	}
 }

@@ -184,21 +184,29 @@ func Prune(dir, prefix string, retention int) ([]Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	var deleted []Snapshot
+	for _, old := range oldest(all, prefix, retention) {
+		if err := os.Remove(old.Path); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, old)
+	}
+	return deleted, nil
+}
+
+// oldest is what a prune to retention deletes of all (oldest first): those
+// whose name begins with prefix, but for the newest retention of them.
+func oldest(all []Snapshot, prefix string, retention int) []Snapshot {
 	var matching []Snapshot
 	for _, s := range all {
 		if strings.HasPrefix(s.Name, prefix+"-") {
 			matching = append(matching, s)
 		}
 	}
-	var deleted []Snapshot
-	for len(matching) > retention {
-		if err := os.Remove(matching[0].Path); err != nil {
-			return deleted, err
-		}
-		deleted = append(deleted, matching[0])
-		matching = matching[1:]
+	if len(matching) <= retention {
+		return nil
 	}
-	return deleted, nil
+	return matching[:len(matching)-retention]
 }
 
 // Restore replaces the etcd data in etcdDir by the snapshot at path, as a
