@@ -119,6 +119,9 @@ type Config struct {
 	// EtcdDisableSnapshots is --etcd-disable-snapshots: no scheduled
 	// snapshots.
 	EtcdDisableSnapshots bool
+	// EtcdSnapshotCompress is --etcd-snapshot-compress: scheduled
+	// snapshots are kept (and uploaded) as zip archives.
+	EtcdSnapshotCompress bool
 	// EtcdS3 are k3s's --etcd-s3 flags: snapshots uploaded to an S3
 	// bucket too, the scheduled ones pruned there to
 	// EtcdSnapshotRetention, and --cluster-reset-restore-path taken from

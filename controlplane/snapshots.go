@@ -165,6 +165,9 @@ func (s *Server) takeSnapshots(ctx context.Context) {
 		case <-time.After(time.Until(next)):
 		}
 		snap, err := etcdsnapshot.Save(ctx, s.etcd.Client(), s.cfg.EtcdSnapshotDir, etcdsnapshot.ScheduledName, node, time.Now())
+		if err == nil && s.cfg.EtcdSnapshotCompress {
+			snap, err = etcdsnapshot.Compress(snap)
+		}
 		if err != nil {
 			logger.Error(err, "Scheduled etcd snapshot failed", "dir", s.cfg.EtcdSnapshotDir)
 			continue

@@ -97,6 +97,7 @@ in the bucket).`
 		return etcdsnapshot.NewS3(cmd.Context(), s3opts)
 	}
 	name := etcdsnapshot.OnDemandName
+	var compress bool
 	save := &cobra.Command{
 		Use:   "save",
 		Short: "Save a snapshot of the running server's etcd; the last line printed is its path",
@@ -107,6 +108,9 @@ in the bucket).`
 				return err
 			}
 			snap, err := etcdsnapshot.Save(cmd.Context(), etcd, snapshotDir(), name, node, time.Now())
+			if err == nil && compress {
+				snap, err = etcdsnapshot.Compress(snap)
+			}
 			if err != nil {
 				return fmt.Errorf("--data-dir %s: saving a snapshot (is the server running?): %w", dataDir, err)
 			}
@@ -130,6 +134,7 @@ in the bucket).`
 		}),
 	}
 	save.Flags().StringVar(&name, "name", name, "The snapshot's name, before -<node>-<unix time>.")
+	save.Flags().BoolVar(&compress, "etcd-snapshot-compress", false, "Keep (and upload) the snapshot as a zip archive, <name>.zip.")
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},

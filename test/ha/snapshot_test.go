@@ -129,7 +129,8 @@ func scheduled(list string) int {
 // a missing bucket or an unreachable service keeps the snapshot locally
 // and says why in one line, and a scheduled snapshot that does not reach
 // the bucket is a Warning Event; --cluster-reset-restore-path restores a
-// snapshot from the bucket when it is not a local file.
+// snapshot (compressed, --etcd-snapshot-compress) from the bucket when it
+// is not a local file.
 func TestSnapshotsToS3(t *testing.T) {
 	bin, err := harness.Binary()
 	if err != nil {
@@ -183,8 +184,8 @@ func TestSnapshotsToS3(t *testing.T) {
 	}
 
 	create("before")
-	out, stderr, err := kubeboot(append([]string{"etcd-snapshot", "save", "--data-dir", dataDir, "--name", "test"}, good...)...)
-	if err != nil || !strings.Contains(out, "uploaded to s3://snapshots/cluster-a/test-") {
+	out, stderr, err := kubeboot(append([]string{"etcd-snapshot", "save", "--data-dir", dataDir, "--name", "test", "--etcd-snapshot-compress"}, good...)...)
+	if err != nil || !strings.Contains(out, "uploaded to s3://snapshots/cluster-a/test-") || !strings.HasSuffix(strings.TrimSpace(out), ".zip") {
 		t.Fatalf("etcd-snapshot save --etcd-s3: %v\n%s%s", err, out, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")

@@ -6,6 +6,7 @@
 package etcdsnapshot
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -110,34 +111,125 @@ func save(ctx context.Context, client *clientv3.Client, path string) error {
 var ErrCorrupt = errors.New("the snapshot is corrupt: its checksum does not match its content")
 
 // Verify checks a snapshot's trailing SHA-256 against its content,
-// reporting how much of it it has read.
+// reporting how much of it it has read; a compressed one's
+// (--etcd-snapshot-compress) is checked inside its archive.
 func Verify(path string, report progress.Func) error {
-	f, err := os.Open(path)
+	r, size, closeFn, err := openSnapshot(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if info.Size() <= sha256.Size {
+	defer closeFn()
+	if size <= sha256.Size {
 		return fmt.Errorf("%s: %w", path, ErrCorrupt)
 	}
 	h := sha256.New()
-	read := &progressWriter{update: progress.Update{Step: "checking snapshot", Total: info.Size() - sha256.Size, Unit: progress.Bytes}, report: report}
+	read := &progressWriter{update: progress.Update{Step: "checking snapshot", Total: size - sha256.Size, Unit: progress.Bytes}, report: report}
 	defer read.end()
-	if _, err := io.CopyN(io.MultiWriter(h, read), f, info.Size()-sha256.Size); err != nil {
-		return err
+	if _, err := io.CopyN(io.MultiWriter(h, read), r, size-sha256.Size); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	sum := make([]byte, sha256.Size)
-	if _, err := io.ReadFull(f, sum); err != nil {
-		return err
+	if _, err := io.ReadFull(r, sum); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if !bytes.Equal(h.Sum(nil), sum) {
 		return fmt.Errorf("%s: %w", path, ErrCorrupt)
 	}
 	return nil
+}
+
+// CompressedSuffix ends a compressed snapshot's name (k3s's): a zip
+// archive holding the snapshot under its name without the suffix.
+const CompressedSuffix = ".zip"
+
+// openSnapshot opens the snapshot at path, or the one a compressed
+// snapshot holds, and returns its content's reader and size.
+func openSnapshot(path string) (io.Reader, int64, func(), error) {
+	if !strings.HasSuffix(path, CompressedSuffix) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		info, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, 0, nil, err
+		}
+		return f, info.Size(), func() { f.Close() }, nil
+	}
+	z, err := zip.OpenReader(path)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	want := strings.TrimSuffix(filepath.Base(path), CompressedSuffix)
+	for _, f := range z.File {
+		if f.Name != want {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			z.Close()
+			return nil, 0, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return rc, int64(f.UncompressedSize64), func() { rc.Close(); z.Close() }, nil
+	}
+	z.Close()
+	return nil, 0, nil, fmt.Errorf("%s: the archive holds no snapshot %s: %w", path, want, ErrCorrupt)
+}
+
+// Compress replaces a snapshot by its compressed copy, <name>.zip,
+// written aside, synced and renamed, then checked.
+func Compress(snap Snapshot) (Snapshot, error) {
+	final := snap.Path + CompressedSuffix
+	tmp := final + tmpSuffix
+	if err := writeZip(tmp, snap.Path); err != nil {
+		_ = os.Remove(tmp)
+		return Snapshot{}, err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		_ = os.Remove(tmp)
+		return Snapshot{}, err
+	}
+	if err := Verify(final, nil); err != nil {
+		_ = os.Remove(final)
+		return Snapshot{}, err
+	}
+	if err := os.Remove(snap.Path); err != nil {
+		return Snapshot{}, err
+	}
+	info, err := os.Stat(final)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return Snapshot{Name: filepath.Base(final), Path: final, Size: info.Size(), Created: snap.Created}, nil
+}
+
+// writeZip writes to path a zip archive of the file src under its name.
+func writeZip(path, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	z := zip.NewWriter(out)
+	w, err := z.CreateHeader(&zip.FileHeader{Name: filepath.Base(src), Method: zip.Deflate})
+	if err == nil {
+		_, err = io.Copy(w, in)
+	}
+	if err == nil {
+		err = z.Close()
+	}
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // List returns the snapshots in dir, oldest first; a missing dir has none.
@@ -218,6 +310,16 @@ func Restore(path, etcdDir, name, peerURL string, now time.Time, report progress
 	if err := Verify(path, report); err != nil {
 		return "", err
 	}
+	if strings.HasSuffix(path, CompressedSuffix) {
+		// etcd restores from a file: the archive's snapshot, beside
+		// the etcd data, removed after.
+		raw, err := extract(path, etcdDir+".restore"+tmpSuffix)
+		if err != nil {
+			return "", err
+		}
+		defer os.Remove(raw)
+		path = raw
+	}
 	info, err := os.Stat(path)
 	if err != nil {
 		return "", err
@@ -251,6 +353,29 @@ func Restore(path, etcdDir, name, peerURL string, now time.Time, report progress
 		return "", fmt.Errorf("restoring %s: %w", path, err)
 	}
 	return aside, nil
+}
+
+// extract writes the snapshot of the compressed snapshot at path to dst.
+func extract(path, dst string) (string, error) {
+	r, _, closeFn, err := openSnapshot(path)
+	if err != nil {
+		return "", err
+	}
+	defer closeFn()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, r); err != nil {
+		out.Close()
+		os.Remove(dst)
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		os.Remove(dst)
+		return "", err
+	}
+	return dst, nil
 }
 
 // progressWriter reports the bytes written to it as update's Done.
