@@ -11,6 +11,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
@@ -195,7 +196,15 @@ const ETCDSnapshotFailed = "ETCDSnapshotFailed"
 // uploadSnapshot uploads a scheduled snapshot to S3 and prunes this
 // node's there to the retention.
 func (s *Server) uploadSnapshot(ctx context.Context, snap etcdsnapshot.Snapshot, node string) error {
-	store, err := etcdsnapshot.NewS3(ctx, s.cfg.EtcdS3)
+	client, err := kubernetes.NewForConfig(s.AdminConfig())
+	if err != nil {
+		return err
+	}
+	opts, err := s.cfg.EtcdS3.Resolve(ctx, client)
+	if err != nil {
+		return err
+	}
+	store, err := etcdsnapshot.NewS3(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/platform/etcdsnapshot"
@@ -94,7 +97,21 @@ in the bucket).`
 		if err := s3opts.Validate(); err != nil {
 			return nil, err
 		}
-		return etcdsnapshot.NewS3(cmd.Context(), s3opts)
+		opts := s3opts
+		if opts.ConfigSecret != "" {
+			admin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+			if err != nil {
+				return nil, fmt.Errorf("--etcd-s3-config-secret %s: %w", opts.ConfigSecret, err)
+			}
+			client, err := kubernetes.NewForConfig(admin)
+			if err != nil {
+				return nil, err
+			}
+			if opts, err = opts.Resolve(cmd.Context(), client); err != nil {
+				return nil, err
+			}
+		}
+		return etcdsnapshot.NewS3(cmd.Context(), opts)
 	}
 	name := etcdsnapshot.OnDemandName
 	var compress bool

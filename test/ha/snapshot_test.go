@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,7 +131,8 @@ func scheduled(list string) int {
 // and says why in one line, and a scheduled snapshot that does not reach
 // the bucket is a Warning Event; --cluster-reset-restore-path restores a
 // snapshot (compressed, --etcd-snapshot-compress) from the bucket when it
-// is not a local file.
+// is not a local file; --etcd-s3-config-secret takes the bucket from a
+// Secret.
 func TestSnapshotsToS3(t *testing.T) {
 	bin, err := harness.Binary()
 	if err != nil {
@@ -248,7 +250,8 @@ func TestSnapshotsToS3(t *testing.T) {
 	if err != nil || !strings.Contains(out+stderr, "without --cluster-reset") {
 		t.Fatalf("restore from the bucket: %v\n%s%s", err, out, stderr)
 	}
-	srv = harness.StartReadyAPIServer(t, readyTimeout, bin, dataDir, base...)
+	// Restarted, the server takes its bucket from a Secret instead.
+	srv = harness.StartReadyAPIServer(t, readyTimeout, bin, dataDir, append(base, "--etcd-s3", "--etcd-s3-config-secret", "s3-config")...)
 	client = srv.MustClient(t)
 	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{}); err != nil {
 		t.Errorf("the snapshot's ConfigMap after the restore from the bucket: %v", err)
@@ -269,5 +272,24 @@ func TestSnapshotsToS3(t *testing.T) {
 	}
 	if out, stderr, err := kubeboot(append([]string{"etcd-snapshot", "prune", "--data-dir", dataDir, "--name", "kept", "--etcd-snapshot-retention", "1"}, good...)...); err != nil || inBucket("kept-") != 1 {
 		t.Errorf("etcd-snapshot prune --etcd-s3 to 1: %v, in the bucket: %v\n%s%s", err, s3.Objects(t, "snapshots"), out, stderr)
+	}
+
+	// --etcd-s3-config-secret: the Secret's keys configure the bucket,
+	// read at each snapshot.
+	ca, err := os.ReadFile(s3.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-config", Namespace: metav1.NamespaceSystem}, StringData: map[string]string{
+		"etcd-s3-endpoint": s3.Endpoint, "etcd-s3-endpoint-ca": string(ca), "etcd-s3-bucket": "snapshots", "etcd-s3-folder": "from-secret",
+		"etcd-s3-access-key": s3.AccessKey, "etcd-s3-secret-key": s3.SecretKey, "etcd-s3-timeout": "30s"}}
+	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, config, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return slices.ContainsFunc(s3.Objects(t, "snapshots"), func(k string) bool { return strings.HasPrefix(k, "from-secret/etcd-snapshot-") }), nil
+	})
+	if err != nil {
+		t.Errorf("no scheduled snapshot in the bucket of --etcd-s3-config-secret: %v", s3.Objects(t, "snapshots"))
 	}
 }

@@ -11,12 +11,15 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // S3Options are k3s's --etcd-s3 flags: snapshots are uploaded to a bucket
@@ -43,6 +46,12 @@ type S3Options struct {
 	// Timeout is --etcd-s3-timeout: how long one upload, listing, download
 	// or deletion may take.
 	Timeout time.Duration
+	// ConfigSecret is --etcd-s3-config-secret: a Secret in kube-system
+	// whose keys, the flags' names, configure the bucket instead of the
+	// flags, read at each snapshot (FromSecret).
+	ConfigSecret string
+	// endpointCAData is the CAs' PEM of a ConfigSecret.
+	endpointCAData []byte
 }
 
 // NewS3Options returns k3s's defaults.
@@ -63,6 +72,65 @@ func (o *S3Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AccessKey, "etcd-s3-access-key", o.AccessKey, "The S3 access key. Default: $"+accessKeyEnv+".")
 	fs.StringVar(&o.SecretKey, "etcd-s3-secret-key", o.SecretKey, "The S3 secret key. Default: $"+secretKeyEnv+".")
 	fs.DurationVar(&o.Timeout, "etcd-s3-timeout", o.Timeout, "How long one upload, listing, download or deletion may take.")
+	fs.StringVar(&o.ConfigSecret, "etcd-s3-config-secret", o.ConfigSecret, "A Secret in kube-system whose keys (etcd-s3-bucket, etcd-s3-endpoint, etcd-s3-endpoint-ca with the CAs' PEM, etcd-s3-access-key, ...) configure the bucket instead of the other --etcd-s3 flags, read at each snapshot.")
+}
+
+// Resolve returns the options to reach the bucket with: o, or with
+// ConfigSecret those of the Secret, read through client.
+func (o S3Options) Resolve(ctx context.Context, client kubernetes.Interface) (S3Options, error) {
+	if o.ConfigSecret == "" {
+		return o, nil
+	}
+	secret, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, o.ConfigSecret, metav1.GetOptions{})
+	if err != nil {
+		return o, fmt.Errorf("--etcd-s3-config-secret %s: %w", o.ConfigSecret, err)
+	}
+	from, err := fromSecret(secret.Data)
+	if err != nil {
+		return o, fmt.Errorf("--etcd-s3-config-secret %s: %w", o.ConfigSecret, err)
+	}
+	return from, nil
+}
+
+// fromSecret returns the options a ConfigSecret's data gives, k3s's keys:
+// the flags' names without their dashes, etcd-s3-endpoint-ca holding the
+// CAs' PEM; the keys it lacks keep NewS3Options's defaults.
+func fromSecret(data map[string][]byte) (S3Options, error) {
+	o := NewS3Options()
+	o.Enabled = true
+	str := func(key string, into *string) {
+		if v, ok := data[key]; ok {
+			*into = strings.TrimSpace(string(v))
+		}
+	}
+	str("etcd-s3-endpoint", &o.Endpoint)
+	str("etcd-s3-bucket", &o.Bucket)
+	str("etcd-s3-folder", &o.Folder)
+	str("etcd-s3-region", &o.Region)
+	str("etcd-s3-access-key", &o.AccessKey)
+	str("etcd-s3-secret-key", &o.SecretKey)
+	o.endpointCAData = data["etcd-s3-endpoint-ca"]
+	var errs []error
+	for key, into := range map[string]*bool{"etcd-s3-skip-ssl-verify": &o.SkipSSLVerify, "etcd-s3-insecure": &o.Insecure} {
+		if v, ok := data[key]; ok {
+			b, err := strconv.ParseBool(strings.TrimSpace(string(v)))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			}
+			*into = b
+		}
+	}
+	if v, ok := data["etcd-s3-timeout"]; ok {
+		d, err := time.ParseDuration(strings.TrimSpace(string(v)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("etcd-s3-timeout: %w", err))
+		}
+		o.Timeout = d
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	return o, o.Validate()
 }
 
 // The environment the keys default to, AWS's (and k3s's).
@@ -88,15 +156,15 @@ func (o *S3Options) Validate() error {
 		return nil
 	}
 	var errs []error
-	if o.Bucket == "" {
-		errs = append(errs, errors.New("--etcd-s3 needs --etcd-s3-bucket"))
+	if o.Bucket == "" && o.ConfigSecret == "" {
+		errs = append(errs, errors.New("--etcd-s3 needs --etcd-s3-bucket, or --etcd-s3-config-secret"))
 	}
 	if strings.Contains(o.Endpoint, "://") || strings.Contains(o.Endpoint, "/") || o.Endpoint == "" {
 		errs = append(errs, fmt.Errorf("--etcd-s3-endpoint %q is not a host[:port] (no scheme or path; --etcd-s3-insecure for http)", o.Endpoint))
 	} else if _, port, err := net.SplitHostPort(o.Endpoint); err == nil && port == "" {
 		errs = append(errs, fmt.Errorf("--etcd-s3-endpoint %q has an empty port", o.Endpoint))
 	}
-	if o.EndpointCA != "" {
+	if o.EndpointCA != "" || o.endpointCAData != nil {
 		if _, err := o.caPool(); err != nil {
 			errs = append(errs, fmt.Errorf("--etcd-s3-endpoint-ca: %w", err))
 		}
@@ -116,12 +184,15 @@ func (o *S3Options) caPool() (*x509.CertPool, error) {
 	if err != nil {
 		pool = x509.NewCertPool()
 	}
-	data, err := os.ReadFile(o.EndpointCA)
-	if err != nil {
-		return nil, err
+	data, from := o.endpointCAData, "etcd-s3-endpoint-ca"
+	if data == nil {
+		if data, err = os.ReadFile(o.EndpointCA); err != nil {
+			return nil, err
+		}
+		from = o.EndpointCA
 	}
 	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", o.EndpointCA)
+		return nil, fmt.Errorf("%s holds no PEM certificate", from)
 	}
 	return pool, nil
 }
@@ -145,7 +216,7 @@ func NewS3(ctx context.Context, o S3Options) (*S3, error) {
 		transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	transport.TLSClientConfig.InsecureSkipVerify = o.SkipSSLVerify
-	if o.EndpointCA != "" {
+	if o.EndpointCA != "" || o.endpointCAData != nil {
 		if transport.TLSClientConfig.RootCAs, err = o.caPool(); err != nil {
 			return nil, fmt.Errorf("--etcd-s3-endpoint-ca: %w", err)
 		}
