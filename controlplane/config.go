@@ -119,6 +119,12 @@ type Config struct {
 	// EtcdDisableSnapshots is --etcd-disable-snapshots: no scheduled
 	// snapshots.
 	EtcdDisableSnapshots bool
+	// EtcdSnapshotReconcileInterval is
+	// --etcd-snapshot-reconcile-interval: how often the snapshots'
+	// records (ETCDSnapshotFile objects) are reconciled with the snapshot
+	// directory and the bucket, besides after each scheduled snapshot.
+	// Default: 10 minutes, k3s's.
+	EtcdSnapshotReconcileInterval time.Duration
 	// EtcdSnapshotCompress is --etcd-snapshot-compress: scheduled
 	// snapshots are kept (and uploaded) as zip archives.
 	EtcdSnapshotCompress bool
@@ -350,9 +356,10 @@ func NewConfig() Config {
 		DefaultAudit:     true,
 		AllowPrivileged:  true,
 
-		EtcdSnapshotScheduleCron: etcdsnapshot.DefaultSchedule,
-		EtcdSnapshotRetention:    etcdsnapshot.DefaultRetention,
-		EtcdS3:                   etcdsnapshot.NewS3Options(),
+		EtcdSnapshotScheduleCron:      etcdsnapshot.DefaultSchedule,
+		EtcdSnapshotRetention:         etcdsnapshot.DefaultRetention,
+		EtcdS3:                        etcdsnapshot.NewS3Options(),
+		EtcdSnapshotReconcileInterval: 10 * time.Minute,
 
 		ServiceClusterIPRange:     network.DefaultServiceClusterIPRange,
 		ServiceNodePortRange:      network.DefaultServiceNodePortRange,

@@ -52,6 +52,9 @@ type Server struct {
 	// cluster was dialed, or that failed; stopEtcdStart abandons it.
 	etcdStarted   chan struct{}
 	stopEtcdStart context.CancelFunc
+	// snapshotsChanged has a value once a scheduled snapshot changed the
+	// snapshots (SnapshotsChanged).
+	snapshotsChanged chan struct{}
 	// joining is a first start's join of a cluster (--server).
 	joining  *joining
 	listener net.Listener
@@ -91,7 +94,8 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if cfg.ClusterReset {
 		return nil, errors.New("controlplane: a config with ClusterReset is for ResetCluster, not New")
 	}
-	s := &Server{cfg: cfg, ready: make(chan struct{}), published: make(chan struct{}), componentsReady: make(chan struct{}), notifySocket: takeNotifySocket()}
+	s := &Server{cfg: cfg, ready: make(chan struct{}), published: make(chan struct{}), componentsReady: make(chan struct{}), notifySocket: takeNotifySocket(),
+		snapshotsChanged: make(chan struct{}, 1)}
 
 	defer func() {
 		if err != nil {

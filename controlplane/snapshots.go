@@ -11,6 +11,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -45,6 +46,9 @@ func (cc *completedConfig) completeSnapshots() error {
 		errs = append(errs, fmt.Errorf("--etcd-quota-backend-bytes %d must not be negative", cc.EtcdQuotaBackendBytes))
 	} else if cc.EtcdQuotaBackendBytes > 0 && !cc.embeddedEtcd() {
 		errs = append(errs, errors.New("--etcd-quota-backend-bytes is for the embedded etcd; set --quota-backend-bytes on the members of --etcd-servers"))
+	}
+	if cc.EtcdSnapshotReconcileInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--etcd-snapshot-reconcile-interval %s must be positive", cc.EtcdSnapshotReconcileInterval))
 	}
 	if err := cc.EtcdS3.Validate(); err != nil {
 		errs = append(errs, err)
@@ -154,10 +158,7 @@ func (s *Server) takeSnapshots(ctx context.Context) {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	node := s.etcdConfig().Name
-	if node == "" {
-		node, _ = os.Hostname()
-	}
+	node := s.snapshotNode()
 	for {
 		next := schedule.Next(time.Now())
 		select {
@@ -186,7 +187,59 @@ func (s *Server) takeSnapshots(ctx context.Context) {
 					"The etcd snapshot %s is kept in %s only: %v", snap.Name, s.cfg.EtcdSnapshotDir, err)
 			}
 		}
+		select {
+		case s.snapshotsChanged <- struct{}{}:
+		default: // one pending is enough
+		}
 	}
+}
+
+// snapshotNode is the node the server's snapshots are named for: its etcd
+// member's name, or the host's.
+func (s *Server) snapshotNode() string {
+	if node := s.etcdConfig().Name; node != "" {
+		return node
+	}
+	node, _ := os.Hostname()
+	return node
+}
+
+// TakesSnapshots is whether the server keeps snapshots: of its embedded
+// etcd.
+func (s *Server) TakesSnapshots() bool { return s.cfg.embeddedEtcd() }
+
+// SnapshotsChanged has a value each time a scheduled snapshot has changed
+// the server's snapshots (taken, uploaded, pruned), for one reader.
+func (s *Server) SnapshotsChanged() <-chan struct{} { return s.snapshotsChanged }
+
+// SnapshotReconcileInterval is how often the snapshots' records are
+// reconciled besides (--etcd-snapshot-reconcile-interval): the changes
+// `kubeboot etcd-snapshot` makes.
+func (s *Server) SnapshotReconcileInterval() time.Duration {
+	return s.cfg.EtcdSnapshotReconcileInterval
+}
+
+// SnapshotFiles returns the server's snapshots, those of its snapshot
+// directory and, with --etcd-s3, of the bucket, and their records
+// (ETCDSnapshotFile objects) kept through client.
+func (s *Server) SnapshotFiles(ctx context.Context, client dynamic.Interface) (files etcdsnapshot.Files, local, remote []etcdsnapshot.Snapshot, err error) {
+	files = etcdsnapshot.Files{Client: client, Node: s.snapshotNode()}
+	if local, err = etcdsnapshot.List(s.cfg.EtcdSnapshotDir); err != nil || !s.cfg.EtcdS3.Enabled {
+		return files, local, nil, err
+	}
+	admin, err := kubernetes.NewForConfig(s.AdminConfig())
+	if err != nil {
+		return files, local, nil, err
+	}
+	if files.S3, err = s.cfg.EtcdS3.Resolve(ctx, admin); err != nil {
+		return files, local, nil, err
+	}
+	store, err := etcdsnapshot.NewS3(ctx, files.S3)
+	if err != nil {
+		return files, local, nil, err
+	}
+	remote, err = store.List(ctx)
+	return files, local, remote, err
 }
 
 // ETCDSnapshotFailed is the reason of the Events that tell of a

@@ -15,8 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
+	"github.com/kubeboot/kubeboot/internal/platform/etcdsnapshot"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -291,5 +294,84 @@ func TestSnapshotsToS3(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("no scheduled snapshot in the bucket of --etcd-s3-config-secret: %v", s3.Objects(t, "snapshots"))
+	}
+}
+
+// TestETCDSnapshotFiles: `kubeboot server` records its snapshots, those of
+// its snapshot directory and of the --etcd-s3 bucket, as k3s's
+// ETCDSnapshotFile objects: the scheduled ones at once, kept to the
+// retention, and what `kubeboot etcd-snapshot` saves and deletes within
+// --etcd-snapshot-reconcile-interval.
+func TestETCDSnapshotFiles(t *testing.T) {
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s3 := harness.StartS3(t, "snapshots")
+	s3Args := []string{"--etcd-s3", "--etcd-s3-endpoint", s3.Endpoint, "--etcd-s3-endpoint-ca", s3.CAFile, "--etcd-s3-bucket", "snapshots",
+		"--etcd-s3-folder", "cluster-b", "--etcd-s3-access-key", s3.AccessKey, "--etcd-s3-secret-key", s3.SecretKey}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv := harness.StartReadyServer(t, readyTimeout, bin, dataDir, append([]string{"--bind-address", "127.0.0.1", "--secure-port", "0",
+		"--service-cluster-ip-range", "10.96.0.0/16", "--etcd-snapshot-schedule-cron", "@every 1s", "--etcd-snapshot-retention", "2",
+		"--etcd-snapshot-reconcile-interval", "1s"}, s3Args...)...)
+	config, err := srv.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := dynamic.NewForConfigOrDie(config).Resource(etcdsnapshot.FileResource)
+	// records counts the objects by where their snapshot is, and tells
+	// whether one is of the snapshot name.
+	records := func(name string) (local, remote int, found bool) {
+		list, err := files.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, 0, false
+		}
+		for _, o := range list.Items {
+			location, _, _ := unstructured.NestedString(o.Object, "spec", "location")
+			snapshot, _, _ := unstructured.NestedString(o.Object, "spec", "snapshotName")
+			ready, _, _ := unstructured.NestedBool(o.Object, "status", "readyToUse")
+			found = found || snapshot == name && ready
+			switch {
+			case !strings.Contains(snapshot, "etcd-snapshot-"):
+			case o.GetLabels()[etcdsnapshot.StorageNodeLabel] == etcdsnapshot.S3Storage && strings.HasPrefix(location, "s3://snapshots/cluster-b/"):
+				remote++
+			case strings.HasPrefix(location, "file://"+dataDir):
+				local++
+			}
+		}
+		return local, remote, found
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		local, remote, _ := records("")
+		return local == 2 && remote == 2, nil
+	})
+	if err != nil {
+		local, remote, _ := records("")
+		t.Fatalf("the scheduled snapshots' ETCDSnapshotFiles: %d local, %d in the bucket; want 2 and 2", local, remote)
+	}
+
+	out, err := exec.Command(bin, append([]string{"etcd-snapshot", "save", "--data-dir", dataDir, "--name", "by-hand"}, s3Args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("etcd-snapshot save: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	name := filepath.Base(lines[len(lines)-1])
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		_, _, found := records(name)
+		return found, nil
+	})
+	if err != nil {
+		t.Errorf("no ETCDSnapshotFile of the snapshot saved by hand, %s", name)
+	}
+	if out, err := exec.Command(bin, append([]string{"etcd-snapshot", "delete", "--data-dir", dataDir, name}, s3Args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("etcd-snapshot delete: %v\n%s", err, out)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		_, _, found := records(name)
+		return !found, nil
+	})
+	if err != nil {
+		t.Errorf("the ETCDSnapshotFiles of the deleted snapshot %s are still there", name)
 	}
 }

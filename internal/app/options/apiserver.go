@@ -98,6 +98,7 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.EtcdSnapshotScheduleCron, "etcd-snapshot-schedule-cron", c.EtcdSnapshotScheduleCron, "When to snapshot the embedded etcd, in cron's five fields.")
 	fs.IntVar(&c.EtcdSnapshotRetention, "etcd-snapshot-retention", c.EtcdSnapshotRetention, "How many scheduled snapshots to keep.")
 	fs.BoolVar(&c.EtcdDisableSnapshots, "etcd-disable-snapshots", c.EtcdDisableSnapshots, "Take no scheduled snapshots.")
+	fs.DurationVar(&c.EtcdSnapshotReconcileInterval, "etcd-snapshot-reconcile-interval", c.EtcdSnapshotReconcileInterval, "How often the snapshots' ETCDSnapshotFile objects are reconciled with the snapshot directory and the bucket, besides after each scheduled snapshot.")
 	fs.BoolVar(&c.EtcdSnapshotCompress, "etcd-snapshot-compress", c.EtcdSnapshotCompress, "Keep (and upload) scheduled snapshots as zip archives, <name>.zip.")
 	c.EtcdS3.AddFlags(fs)
 	fs.Int64Var(&c.EtcdQuotaBackendBytes, "etcd-quota-backend-bytes", c.EtcdQuotaBackendBytes, "The embedded etcd's database size limit (etcd's --quota-backend-bytes); past it etcd raises its NOSPACE alarm and refuses writes until objects are deleted and compacted. 0: etcd's default, 2 GiB.")

@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/agenttunnel"
 	"github.com/kubeboot/kubeboot/internal/components/autodeploy"
 	"github.com/kubeboot/kubeboot/internal/components/clusterdns"
+	"github.com/kubeboot/kubeboot/internal/components/etcdsnapshotfiles"
 	"github.com/kubeboot/kubeboot/internal/components/gateway"
 	"github.com/kubeboot/kubeboot/internal/components/helmcontroller"
 	"github.com/kubeboot/kubeboot/internal/components/hostnode"
@@ -368,7 +369,7 @@ func (o *Server) Config() controlplane.Config {
 	if slices.Contains(o.Disable, "ingress") {
 		gw.Ingress = nil
 	}
-	c.Components = append(c.Components, gateway.New(gw, o.ControllerManager.Generic.LeaderElection))
+	c.Components = append(c.Components, gateway.New(gw, o.ControllerManager.Generic.LeaderElection), etcdsnapshotfiles.New())
 	if !o.DisableHelmController {
 		c.Components = append(c.Components, helmcontroller.New(o.ControllerManager.Generic.LeaderElection))
 	}
