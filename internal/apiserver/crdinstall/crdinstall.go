@@ -13,11 +13,13 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
@@ -110,6 +112,16 @@ func parse(docs []manifests.Document) ([]CRD, error) {
 		crds = append(crds, CRD{CustomResourceDefinition: crd, Source: doc.Source})
 	}
 	return crds, nil
+}
+
+// InstallWith is Install through a client of config: how a component
+// installs the kinds it serves.
+func InstallWith(ctx context.Context, config *rest.Config, crds []CRD) error {
+	ext, err := apiextensionsclientset.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	return Install(ctx, ext.ApiextensionsV1(), ext.Discovery(), crds, nil)
 }
 
 // Install applies crds (server-side apply, so a restart updates what the

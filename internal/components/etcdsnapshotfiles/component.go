@@ -14,7 +14,6 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
@@ -76,11 +75,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	ext, err := apiextensionsclient.NewForConfig(config)
-	if err != nil {
-		return err
-	}
-	if err := crdinstall.Install(ctx, ext.ApiextensionsV1(), ext.Discovery(), c.crds, nil); err != nil {
+	if err := crdinstall.InstallWith(ctx, config, c.crds); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -30,7 +30,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -264,11 +263,7 @@ func (c *Component) install(ctx context.Context, config *rest.Config, kube kuber
 		if err := c.readCRDs(); err != nil {
 			return err
 		}
-		ext, err := apiextensionsclient.NewForConfig(config)
-		if err != nil {
-			return err
-		}
-		if err := crdinstall.Install(ctx, ext.ApiextensionsV1(), ext.Discovery(), c.crds, nil); err != nil {
+		if err := crdinstall.InstallWith(ctx, config, c.crds); err != nil {
 			return fmt.Errorf("the Gateway API's kinds: %w", err)
 		}
 		if err := c.applyPolicies(ctx, config); err != nil {

@@ -7,7 +7,6 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -90,11 +89,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		return err
 	}
 	config.QPS, config.Burst = clientQPS, clientBurst
-	ext, err := apiextensionsclient.NewForConfig(config)
-	if err != nil {
-		return err
-	}
-	if err := crdinstall.Install(ctx, ext.ApiextensionsV1(), ext.Discovery(), c.crds, nil); err != nil {
+	if err := crdinstall.InstallWith(ctx, config, c.crds); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
