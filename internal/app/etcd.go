@@ -71,77 +71,90 @@ func newEtcdCommand() *cobra.Command {
 // running server's embedded etcd, list, delete and prune them, in the
 // snapshot directory and, with --etcd-s3, in an S3 bucket.
 func newEtcdSnapshotCommand() *cobra.Command {
-	dataDir := controlplane.DefaultDataDir()
+	t := &snapshotTarget{dataDir: controlplane.DefaultDataDir(), s3: etcdsnapshot.NewS3Options()}
 	cmd := dataDirGroup("etcd-snapshot", "Save, list, delete and prune snapshots of the embedded etcd",
-		"The data directory of the server, on embedded etcd.", &dataDir)
+		"The data directory of the server, on embedded etcd.", &t.dataDir)
 	cmd.Long = `Save, list, delete and prune snapshots of a server's embedded etcd, in the snapshot
 directory and, with --etcd-s3, in an S3 bucket too. Restore one with kubeboot server
 --cluster-reset --cluster-reset-restore-path=FILE (or, with --etcd-s3, the name of one
 in the bucket).`
-	var dir string
-	snapshotDir := func() string {
-		if dir != "" {
-			return dir
-		}
-		return etcdsnapshot.Dir(dataDir)
+	cmd.PersistentFlags().StringVar(&t.dir, "etcd-snapshot-dir", t.dir, "Where the snapshots are. Default: snapshots in --data-dir.")
+	t.s3.AddFlags(cmd.PersistentFlags())
+	cmd.AddCommand(t.saveCommand(), t.listCommand(), t.deleteCommand(), t.pruneCommand())
+	return cmd
+}
+
+// snapshotTarget is where the etcd-snapshot commands work: a server's data
+// dir, its snapshot directory and, with --etcd-s3, a bucket.
+type snapshotTarget struct {
+	dataDir, dir string
+	s3           etcdsnapshot.S3Options
+}
+
+// snapshotDir is --etcd-snapshot-dir, or the data dir's.
+func (t *snapshotTarget) snapshotDir() string {
+	if t.dir != "" {
+		return t.dir
 	}
-	cmd.PersistentFlags().StringVar(&dir, "etcd-snapshot-dir", dir, "Where the snapshots are. Default: snapshots in --data-dir.")
-	s3opts := etcdsnapshot.NewS3Options()
-	s3opts.AddFlags(cmd.PersistentFlags())
-	// s3 is the bucket's store with --etcd-s3, else nil.
-	s3 := func(cmd *cobra.Command) (*etcdsnapshot.S3, error) {
-		s3opts.Complete()
-		if !s3opts.Enabled {
-			return nil, nil
+	return etcdsnapshot.Dir(t.dataDir)
+}
+
+// store is the bucket's store with --etcd-s3, else nil.
+func (t *snapshotTarget) store(cmd *cobra.Command) (*etcdsnapshot.S3, error) {
+	t.s3.Complete()
+	if !t.s3.Enabled {
+		return nil, nil
+	}
+	if err := t.s3.Validate(); err != nil {
+		return nil, err
+	}
+	opts := t.s3
+	if opts.ConfigSecret != "" {
+		admin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(t.dataDir, "admin.kubeconfig"))
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-s3-config-secret %s: %w", opts.ConfigSecret, err)
 		}
-		if err := s3opts.Validate(); err != nil {
+		client, err := kubernetes.NewForConfig(admin)
+		if err != nil {
 			return nil, err
 		}
-		opts := s3opts
-		if opts.ConfigSecret != "" {
-			admin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
-			if err != nil {
-				return nil, fmt.Errorf("--etcd-s3-config-secret %s: %w", opts.ConfigSecret, err)
-			}
-			client, err := kubernetes.NewForConfig(admin)
-			if err != nil {
-				return nil, err
-			}
-			if opts, err = opts.Resolve(cmd.Context(), client); err != nil {
-				return nil, err
-			}
+		if opts, err = opts.Resolve(cmd.Context(), client); err != nil {
+			return nil, err
 		}
-		return etcdsnapshot.NewS3(cmd.Context(), opts)
 	}
+	return etcdsnapshot.NewS3(cmd.Context(), opts)
+}
+
+func (t *snapshotTarget) saveCommand() *cobra.Command {
 	name := etcdsnapshot.OnDemandName
 	var compress bool
 	save := &cobra.Command{
 		Use:   "save",
 		Short: "Save a snapshot of the running server's etcd; the last line printed is its path",
 		Args:  cobra.NoArgs,
-		RunE: withEtcd(&dataDir, func(cmd *cobra.Command, _ []string, etcd *clientv3.Client) error {
+		RunE: withEtcd(&t.dataDir, func(cmd *cobra.Command, _ []string, etcd *clientv3.Client) error {
 			node, err := os.Hostname()
 			if err != nil {
 				return err
 			}
-			snap, err := etcdsnapshot.Save(cmd.Context(), etcd, snapshotDir(), name, node, time.Now())
+			snap, err := etcdsnapshot.Save(cmd.Context(), etcd, t.snapshotDir(), name, node, time.Now())
 			if err == nil && compress {
 				snap, err = etcdsnapshot.Compress(snap)
 			}
 			if err != nil {
-				return fmt.Errorf("--data-dir %s: saving a snapshot (is the server running?): %w", dataDir, err)
+				return fmt.Errorf("--data-dir %s: saving a snapshot (is the server running?): %w", t.dataDir, err)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "saved %d bytes\n", snap.Size)
 			// A snapshot that does not reach the bucket is kept, and
 			// the command fails saying why.
-			store, err := s3(cmd)
+			store, err := t.store(cmd)
 			if err == nil && store != nil {
 				err = store.Upload(cmd.Context(), snap)
 			}
 			if err != nil {
 				fmt.Fprintln(out, snap.Path)
-				return fmt.Errorf("the snapshot is kept in %s only: %w", snapshotDir(), err)
+				return fmt.Errorf("the snapshot is kept in %s only: %w", t.snapshotDir(), err)
 			}
 			if store != nil {
 				fmt.Fprintf(out, "uploaded to %s\n", store.Location(snap.Name))
@@ -152,17 +165,21 @@ in the bucket).`
 	}
 	save.Flags().StringVar(&name, "name", name, "The snapshot's name, before -<node>-<unix time>.")
 	save.Flags().BoolVar(&compress, "etcd-snapshot-compress", false, "Keep (and upload) the snapshot as a zip archive, <name>.zip.")
-	list := &cobra.Command{
+	return save
+}
+
+func (t *snapshotTarget) listCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the snapshots, oldest first: the directory's, then the bucket's",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			snaps, err := etcdsnapshot.List(snapshotDir())
+			snaps, err := etcdsnapshot.List(t.snapshotDir())
 			if err != nil {
 				return err
 			}
-			store, err := s3(cmd)
+			store, err := t.store(cmd)
 			if err != nil {
 				return err
 			}
@@ -181,26 +198,33 @@ in the bucket).`
 			return w.Flush()
 		},
 	}
-	del := &cobra.Command{
+}
+
+func (t *snapshotTarget) deleteCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:   "delete NAME...",
 		Short: "Delete snapshots by name, in the directory and, with --etcd-s3, the bucket",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := s3(cmd)
+			store, err := t.store(cmd)
 			if err != nil {
 				return err
 			}
 			if store == nil {
-				return etcdsnapshot.Delete(snapshotDir(), args...)
+				return etcdsnapshot.Delete(t.snapshotDir(), args...)
 			}
 			for _, n := range args {
-				if err := etcdsnapshot.Delete(snapshotDir(), n); err != nil && !errors.Is(err, os.ErrNotExist) {
+				if err := etcdsnapshot.Delete(t.snapshotDir(), n); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return err
 				}
 			}
 			return store.Delete(cmd.Context(), args...)
 		},
 	}
+}
+
+func (t *snapshotTarget) pruneCommand() *cobra.Command {
+	name := etcdsnapshot.OnDemandName
 	retention := etcdsnapshot.DefaultRetention
 	prune := &cobra.Command{
 		Use:   "prune",
@@ -210,11 +234,11 @@ in the bucket).`
 			if retention < 1 {
 				return fmt.Errorf("--etcd-snapshot-retention %d must be at least 1", retention)
 			}
-			store, err := s3(cmd)
+			store, err := t.store(cmd)
 			if err != nil {
 				return err
 			}
-			deleted, err := etcdsnapshot.Prune(snapshotDir(), name, retention)
+			deleted, err := etcdsnapshot.Prune(t.snapshotDir(), name, retention)
 			for _, s := range deleted {
 				fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", s.Name)
 			}
@@ -230,6 +254,5 @@ in the bucket).`
 	}
 	prune.Flags().StringVar(&name, "name", name, "Prune the snapshots whose name begins with this (etcd-snapshot: the scheduled ones).")
 	prune.Flags().IntVar(&retention, "etcd-snapshot-retention", retention, "How many to keep.")
-	cmd.AddCommand(save, list, del, prune)
-	return cmd
+	return prune
 }

@@ -27,30 +27,43 @@ import (
 // newTokenCommand is k3s's `token`: bootstrap tokens that join agents
 // (create, list, delete, generate), and the rotation of the server token.
 func newTokenCommand() *cobra.Command {
-	dataDir := controlplane.DefaultDataDir()
-	var kubeconfig string
+	t := &tokenTarget{dataDir: controlplane.DefaultDataDir()}
 	cmd := dataDirGroup("token", "Manage the tokens nodes join with",
-		"The data directory of a server of the cluster: its token file, and its admin.kubeconfig unless --kubeconfig.", &dataDir)
-	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "A kubeconfig of a cluster admin. Default: admin.kubeconfig in --data-dir.")
-	client := func() (kubernetes.Interface, error) {
-		path := kubeconfig
-		if path == "" {
-			path = filepath.Join(dataDir, "admin.kubeconfig")
-		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
-		}
-		return kubernetes.NewForConfig(cfg)
-	}
-	serverToken := func() (clusterjoin.Token, error) {
-		t, err := clusterjoin.ReadToken(controlplane.TokenFileIn(dataDir))
-		if err != nil {
-			return t, fmt.Errorf("--data-dir %s: the server token: %w", dataDir, err)
-		}
-		return t, nil
-	}
+		"The data directory of a server of the cluster: its token file, and its admin.kubeconfig unless --kubeconfig.", &t.dataDir)
+	cmd.PersistentFlags().StringVar(&t.kubeconfig, "kubeconfig", "", "A kubeconfig of a cluster admin. Default: admin.kubeconfig in --data-dir.")
+	cmd.AddCommand(t.createCommand(), t.listCommand(), t.deleteCommand(), newTokenGenerateCommand(), t.rotateCommand())
+	return cmd
+}
 
+// tokenTarget is the cluster the token commands work on: a server's data
+// dir, and an admin kubeconfig.
+type tokenTarget struct {
+	dataDir, kubeconfig string
+}
+
+// client is a client of --kubeconfig, or of the data dir's admin.kubeconfig.
+func (t *tokenTarget) client() (kubernetes.Interface, error) {
+	path := t.kubeconfig
+	if path == "" {
+		path = filepath.Join(t.dataDir, "admin.kubeconfig")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// serverToken is the data dir's server token.
+func (t *tokenTarget) serverToken() (clusterjoin.Token, error) {
+	token, err := clusterjoin.ReadToken(controlplane.TokenFileIn(t.dataDir))
+	if err != nil {
+		return token, fmt.Errorf("--data-dir %s: the server token: %w", t.dataDir, err)
+	}
+	return token, nil
+}
+
+func (t *tokenTarget) createCommand() *cobra.Command {
 	bt := bootstraptokenv1.BootstrapToken{
 		TTL:    &metav1.Duration{Duration: 24 * time.Hour},
 		Usages: []string{"signing", "authentication"},
@@ -65,7 +78,7 @@ it, is made up if not given. The token printed is the whole one, K10<CA hash>::<
 for kubeboot agent --token.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			server, err := serverToken()
+			server, err := t.serverToken()
 			if err != nil {
 				return err
 			}
@@ -92,7 +105,7 @@ for kubeboot agent --token.`,
 					return fmt.Errorf("--groups: %w", err)
 				}
 			}
-			c, err := client()
+			c, err := t.client()
 			if err != nil {
 				return err
 			}
@@ -111,13 +124,17 @@ for kubeboot agent --token.`,
 	create.Flags().StringSliceVar(&bt.Usages, "usages", bt.Usages, "How the token may be used: "+strings.Join(bootstrapapi.KnownTokenUsages, ", ")+". Agents join with authentication.")
 	create.Flags().StringSliceVar(&bt.Groups, "groups", bt.Groups, "The groups the token authenticates as, each system:bootstrappers:<name>.")
 
-	list := &cobra.Command{
+	return create
+}
+
+func (t *tokenTarget) listCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the bootstrap tokens, kubelets' included",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := client()
+			c, err := t.client()
 			if err != nil {
 				return err
 			}
@@ -130,31 +147,34 @@ for kubeboot agent --token.`,
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
 			fmt.Fprintln(w, "TOKEN\tTTL\tEXPIRES\tUSAGES\tDESCRIPTION\tEXTRA GROUPS")
 			for i := range secrets.Items {
-				t, err := bootstraptokenv1.BootstrapTokenFromSecret(&secrets.Items[i])
+				bt, err := bootstraptokenv1.BootstrapTokenFromSecret(&secrets.Items[i])
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "Secret %s: %v\n", secrets.Items[i].Name, err)
 					continue
 				}
 				ttl, expires := "<forever>", "<never>"
-				if t.Expires != nil {
-					ttl, expires = duration.ShortHumanDuration(t.Expires.Sub(now)), t.Expires.UTC().Format(time.RFC3339)
-					if t.Expires.Time.Before(now) {
+				if bt.Expires != nil {
+					ttl, expires = duration.ShortHumanDuration(bt.Expires.Sub(now)), bt.Expires.UTC().Format(time.RFC3339)
+					if bt.Expires.Time.Before(now) {
 						ttl = "<expired>"
 					}
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Token, ttl, expires, strings.Join(t.Usages, ","),
-					orNone(t.Description), orNone(strings.Join(t.Groups, ",")))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", bt.Token, ttl, expires, strings.Join(bt.Usages, ","),
+					orNone(bt.Description), orNone(strings.Join(bt.Groups, ",")))
 			}
 			return w.Flush()
 		},
 	}
 
-	del := &cobra.Command{
+}
+
+func (t *tokenTarget) deleteCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:   "delete TOKEN...",
 		Short: "Delete bootstrap tokens, by ID or whole",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
+			c, err := t.client()
 			if err != nil {
 				return err
 			}
@@ -179,7 +199,10 @@ for kubeboot agent --token.`,
 		},
 	}
 
-	generate := &cobra.Command{
+}
+
+func newTokenGenerateCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:   "generate",
 		Short: "Print a random bootstrap token, <id>.<secret>, without creating it",
 		Args:  cobra.NoArgs,
@@ -193,6 +216,9 @@ for kubeboot agent --token.`,
 		},
 	}
 
+}
+
+func (t *tokenTarget) rotateCommand() *cobra.Command {
 	var oldToken, newToken string
 	rotate := &cobra.Command{
 		Use:   "rotate",
@@ -208,13 +234,13 @@ only if it is the current token.`,
 			if newToken == "" {
 				return errors.New("--new-token is required: the new token's password (at least 16 characters), or a whole server token")
 			}
-			c, err := client()
+			c, err := t.client()
 			if err != nil {
 				return err
 			}
-			tokenFile := controlplane.TokenFileIn(dataDir)
+			tokenFile := controlplane.TokenFileIn(t.dataDir)
 			if _, err := clusterjoin.ReadToken(tokenFile); err != nil {
-				return fmt.Errorf("--data-dir %s: the server token: %w", dataDir, err)
+				return fmt.Errorf("--data-dir %s: the server token: %w", t.dataDir, err)
 			}
 			next, err := clusterjoin.Record{Client: c, TokenFile: tokenFile}.Rotate(cmd.Context(), strings.TrimSpace(oldToken), newToken)
 			if err != nil {
@@ -227,8 +253,7 @@ only if it is the current token.`,
 	rotate.Flags().StringVar(&oldToken, "token", "", "The current server token (whole, or its password): the rotation happens only if it is.")
 	rotate.Flags().StringVar(&newToken, "new-token", "", "The new token: a password of at least 16 characters, or a whole server token K10<CA hash>::server:<password>.")
 
-	cmd.AddCommand(create, list, del, generate, rotate)
-	return cmd
+	return rotate
 }
 
 // orNone is s, or <none> for an empty column.
