@@ -19,7 +19,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -68,6 +67,9 @@ type Server struct {
 	// published is closed once the kubernetes Service exists and lists
 	// this apiserver.
 	published chan struct{}
+	// unpublished says why published is not closed yet (an error), for a
+	// harness's error when it waits too long.
+	unpublished atomic.Pointer[error]
 	// componentsReady is closed once every ReadyComponent is ready.
 	componentsReady chan struct{}
 	// sharedObjects holds the one copy of each Pod and Node version that
@@ -339,6 +341,15 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // Service exists): the state a test harness calls fresh.
 func (s *Server) Published() <-chan struct{} { return s.published }
 
+// NotPublished says what Published still waits for: the last check's
+// answer, or nil once published or before the first check.
+func (s *Server) NotPublished() error {
+	if err := s.unpublished.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
 // ComponentsReady is closed once every component that becomes ready some
 // time after it starts (ReadyComponent: simulated nodes) is ready, after
 // Ready; at once without any.
@@ -527,30 +538,45 @@ func (s *Server) watchPublished(ctx context.Context) {
 		klog.FromContext(ctx).Error(err, "Building the client that waits for the kubernetes Service")
 		return
 	}
-	published := func(ctx context.Context) bool {
+	own := s.cfg.apiserver.AdvertiseAddress.String()
+	published := func(ctx context.Context) error {
+		// Bounded, so that one slow answer is retried, not waited on.
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		if _, err := client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, reconcilers.ServiceName, metav1.GetOptions{}); err != nil {
-			return false
+			return fmt.Errorf("the kubernetes Service: %w", err)
 		}
 		if s.cfg.apiserver.EndpointReconcilerType == reconcilers.None {
-			return true
+			return nil
 		}
 		slice, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Get(ctx, reconcilers.ServiceName, metav1.GetOptions{})
 		if err != nil {
-			return false
+			return fmt.Errorf("the kubernetes EndpointSlice: %w", err)
 		}
-		return slices.ContainsFunc(slice.Endpoints, func(e discoveryv1.Endpoint) bool {
-			return slices.Contains(e.Addresses, s.cfg.apiserver.AdvertiseAddress.String())
-		})
+		var listed []string
+		for _, e := range slice.Endpoints {
+			listed = append(listed, e.Addresses...)
+		}
+		if !slices.Contains(listed, own) {
+			return fmt.Errorf("the kubernetes EndpointSlice lists %v, not this apiserver's %s", listed, own)
+		}
+		return nil
 	}
 	// Fast at first (tests wait on it), slower if the bootstrap controller
 	// keeps failing.
-	for delay := 10 * time.Millisecond; !published(ctx); delay = min(delay*3/2, time.Second) {
+	for delay := 10 * time.Millisecond; ; delay = min(delay*3/2, time.Second) {
+		err := published(ctx)
+		if err == nil {
+			break
+		}
+		s.unpublished.Store(&err)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(delay):
 		}
 	}
+	s.unpublished.Store(nil)
 	close(s.published)
 }
 

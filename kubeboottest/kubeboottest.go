@@ -215,9 +215,12 @@ func StartServer(opts Options) (_ *Server, err error) {
 			}
 			return nil, err
 		case <-deadline:
-			failing := failingChecks(admin)
+			why := failingChecks(admin)
+			if err := srv.NotPublished(); err != nil && why == "" {
+				why = ": " + err.Error()
+			}
 			_ = s.Stop()
-			return nil, fmt.Errorf("%s not ready after %s%s", stage.what, timeout, failing)
+			return nil, fmt.Errorf("%s not ready after %s%s", stage.what, timeout, why)
 		}
 	}
 	if opts.Setup != nil {

@@ -43,6 +43,9 @@ type Config struct {
 	Ready <-chan struct{}
 }
 
+// passTimeout bounds one pass of the loop (at least two intervals).
+const passTimeout = 10 * time.Second
+
 // Controller runs the bootstrap loop.
 type Controller struct {
 	cfg        Config
@@ -113,6 +116,9 @@ func (c *Controller) run(ctx context.Context) {
 // sync is one pass: the Service exists (and, at start, has the configured
 // ports and type), and the endpoints list this apiserver.
 func (c *Controller) sync(ctx context.Context, correct bool) error {
+	// Bounded: a request that hangs must not stop the loop for good.
+	ctx, cancel := context.WithTimeout(ctx, max(passTimeout, 2*c.cfg.Interval))
+	defer cancel()
 	if err := c.ensureService(ctx, correct); err != nil {
 		return err
 	}
