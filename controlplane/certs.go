@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -8,9 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 
+	"github.com/kubeboot/kubeboot/internal/platform/carotation"
 	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 )
@@ -32,6 +35,9 @@ const (
 	superAdminUser = "kubernetes-super-admin"
 	// frontProxyCAName names the front proxy CA's files in pki.
 	frontProxyCAName = "front-proxy-ca"
+	// signerDirName is where pki keeps the cluster CA's certificate alone
+	// (Settings.CASignerFile).
+	signerDirName = "signer"
 )
 
 type certificates struct {
@@ -53,9 +59,12 @@ type certificates struct {
 // certificates in <data-dir>/pki, writes admin.kubeconfig for port, and
 // issues an in-memory certificate for the server's loopback clients.
 func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
-	dir := filepath.Join(cfg.DataDir, pkiDirName)
+	dir := PKIDirIn(cfg.DataDir)
 	ca, err := pki.EnsureCA(dir, "kubeboot-ca")
 	if err != nil {
+		return nil, fmt.Errorf("cluster CA in %s: %w", dir, err)
+	}
+	if err := pki.WriteCertificate(filepath.Join(dir, signerDirName, pki.CAName+".crt"), ca.Cert); err != nil {
 		return nil, fmt.Errorf("cluster CA in %s: %w", dir, err)
 	}
 	if cfg.servingCert {
@@ -94,7 +103,7 @@ func ensureCertificates(cfg *completedConfig, port int) (*certificates, error) {
 		return nil, fmt.Errorf("service account signing key in %s: %w", dir, err)
 	}
 	// The token: what other servers and agents join with.
-	if _, err := clusterjoin.EnsureToken(filepath.Join(cfg.DataDir, tokenFileName), ca.CertPEM); err != nil {
+	if _, err := clusterjoin.EnsureToken(TokenFileIn(cfg.DataDir), ca.CertPEM); err != nil {
 		return nil, fmt.Errorf("the join token: %w", err)
 	}
 	// --agent-token, given as a password alone, is completed with the CA's
@@ -198,4 +207,13 @@ func prepareDataDir(dir string) error {
 		return fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// syncCARotation stages the cluster's last CA rotation (kubeboot
+// certificate rotate-ca on any server) in the data dir's pki, for the
+// server's next start, from the time the server is ready.
+func (s *Server) syncCARotation(ctx context.Context) {
+	s.onceReady(ctx, "Following the cluster's CA rotations", func(client kubernetes.Interface) {
+		carotation.Sync(ctx, client, PKIDirIn(s.cfg.DataDir))
+	})
 }

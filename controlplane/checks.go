@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"k8s.io/apiserver/pkg/audit/policy"
@@ -96,7 +95,7 @@ func (cc *completedConfig) completeAudit() []error {
 // one within pki.RenewBefore of its expiry: CAs are never renewed on
 // their own.
 func (cc *completedConfig) checkCAs() []error {
-	certs, err := pki.Inspect(filepath.Join(cc.DataDir, pkiDirName))
+	certs, err := pki.Inspect(PKIDirIn(cc.DataDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	} else if err != nil {

@@ -85,6 +85,14 @@ func EtcdDirIn(dataDir string) string { return filepath.Join(dataDir, "etcd") }
 // TokenFileIn is the server token's file in a server's data dir.
 func TokenFileIn(dataDir string) string { return filepath.Join(dataDir, tokenFileName) }
 
+// AgentTokenFileIn is the agent token's file (--agent-token) of the server
+// whose data dir is dataDir.
+func AgentTokenFileIn(dataDir string) string { return filepath.Join(dataDir, agentTokenFileName) }
+
+// PKIDirIn is the directory of the certificates and keys of the server
+// whose data dir is dataDir.
+func PKIDirIn(dataDir string) string { return filepath.Join(dataDir, pkiDirName) }
+
 func (cc *completedConfig) etcdPKI(name string) string {
 	return filepath.Join(cc.DataDir, pkiDirName, etcdPKIDir, name)
 }
@@ -119,7 +127,7 @@ func (cc *completedConfig) completeCluster(advertise netip.Addr) (*clusterMember
 		return nil, fmt.Errorf("--cluster-init: --data-dir %s is a member of the cluster it joined through %s; start it without --cluster-init (a new cluster needs a new data dir)",
 			cc.DataDir, joinedThrough(cc.DataDir))
 	case cc.ClusterInit && token != "":
-		return nil, fmt.Errorf("--token with --cluster-init: the first server writes the cluster's token to %s, for the others to join with", filepath.Join(cc.DataDir, tokenFileName))
+		return nil, fmt.Errorf("--token with --cluster-init: the first server writes the cluster's token to %s, for the others to join with", TokenFileIn(cc.DataDir))
 	case cc.JoinServer != "" && !clustered && hasData:
 		return nil, fmt.Errorf("--server: --data-dir %s holds a cluster of its own (its etcd data); join with a new data dir", cc.DataDir)
 	case !cc.ClusterInit && cc.JoinServer == "" && !clustered:
@@ -267,8 +275,8 @@ func (j *joining) abandon(ctx context.Context) {
 func (s *Server) joinEndpoints() *clusterjoin.Server {
 	j := &clusterjoin.Server{
 		DataDir:        s.cfg.DataDir,
-		TokenFile:      filepath.Join(s.cfg.DataDir, tokenFileName),
-		AgentTokenFile: filepath.Join(s.cfg.DataDir, agentTokenFileName),
+		TokenFile:      TokenFileIn(s.cfg.DataDir),
+		AgentTokenFile: AgentTokenFileIn(s.cfg.DataDir),
 		CAFile:         filepath.Join(s.cfg.DataDir, pkiDirName, pki.CAName+".crt"),
 		Files:          sharedFiles,
 	}
@@ -306,6 +314,13 @@ func (s *Server) syncJoinTokens(ctx context.Context) {
 	if j := s.joinEndpoints(); j.Members == nil && j.Agents == nil {
 		return
 	}
+	s.onceReady(ctx, "Keeping the join tokens", func(client kubernetes.Interface) { _ = s.joinTokens(client).Sync(ctx) })
+}
+
+// onceReady runs follow with an admin client once the server is ready,
+// unless ctx ends first; what says what follow does, for the error of a
+// client that cannot be built.
+func (s *Server) onceReady(ctx context.Context, what string, follow func(kubernetes.Interface)) {
 	select {
 	case <-s.ready:
 	case <-ctx.Done():
@@ -313,17 +328,17 @@ func (s *Server) syncJoinTokens(ctx context.Context) {
 	}
 	client, err := kubernetes.NewForConfig(s.AdminConfig())
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Keeping the join tokens")
+		klog.FromContext(ctx).Error(err, what)
 		return
 	}
-	_ = s.joinTokens(client).Sync(ctx)
+	follow(client)
 }
 
 // joinTokens is the record of the cluster's join tokens and the data
 // dir's files of them.
 func (s *Server) joinTokens(client kubernetes.Interface) clusterjoin.Record {
-	return clusterjoin.Record{Client: client, TokenFile: filepath.Join(s.cfg.DataDir, tokenFileName),
-		AgentTokenFile: filepath.Join(s.cfg.DataDir, agentTokenFileName), AgentToken: s.cfg.agentToken}
+	return clusterjoin.Record{Client: client, TokenFile: TokenFileIn(s.cfg.DataDir),
+		AgentTokenFile: AgentTokenFileIn(s.cfg.DataDir), AgentToken: s.cfg.agentToken}
 }
 
 func (a agents) Admit(ctx context.Context, nodeName, password string) (clusterjoin.AgentCredentials, error) {

@@ -51,8 +51,13 @@ type Settings struct {
 	// DataDir is Config.DataDir, resolved.
 	DataDir string
 	// CAFile and CAKeyFile are the cluster CA's certificate and key, which
-	// sign the certificates the cluster's components present.
+	// sign the certificates the cluster's components present. After a
+	// rotate-ca, CAFile also holds the certificates of the CA before.
 	CAFile, CAKeyFile string
+	// CASignerFile is the cluster CA's certificate alone (CAFile's first),
+	// for signers that take one certificate with CAKeyFile: the
+	// controller manager's CSR signers.
+	CASignerFile string
 	// ServiceAccountSigningKeyFile is the key that signs service account tokens
 	// (Config.ServiceAccountSigningKeyFile, resolved).
 	ServiceAccountSigningKeyFile string
@@ -148,11 +153,12 @@ func (k componentKubeconfig) path(dataDir string) string {
 
 // componentSettings are the settings cc gives its components.
 func (cc *completedConfig) componentSettings() Settings {
-	pkiDir := filepath.Join(cc.DataDir, pkiDirName)
+	pkiDir := PKIDirIn(cc.DataDir)
 	return Settings{
 		DataDir:                      cc.DataDir,
 		CAFile:                       filepath.Join(pkiDir, pki.CAName+".crt"),
 		CAKeyFile:                    filepath.Join(pkiDir, pki.CAName+".key"),
+		CASignerFile:                 filepath.Join(pkiDir, signerDirName, pki.CAName+".crt"),
 		ServiceAccountSigningKeyFile: cc.ServiceAccountSigningKeyFile,
 		ServiceClusterIPRange:        cc.ServiceClusterIPRange,
 		Nodes:                        cc.Nodes,

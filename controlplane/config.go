@@ -447,7 +447,7 @@ func (cc *completedConfig) completeFiles() []error {
 	} else if abs, err := filepath.Abs(cc.DataDir); err == nil {
 		cc.DataDir = abs
 	}
-	pkiDir := filepath.Join(cc.DataDir, pkiDirName)
+	pkiDir := PKIDirIn(cc.DataDir)
 	if cc.ServiceAccountSigningKeyFile == "" {
 		cc.ServiceAccountSigningKeyFile = filepath.Join(pkiDir, pki.ServiceAccountKeyName+".key")
 	}
@@ -478,7 +478,7 @@ func (cc *completedConfig) completeServing() []error {
 		cc.servingCert = true
 		dir := serving.ServerCert.CertDirectory
 		if dir == "" {
-			dir = filepath.Join(cc.DataDir, pkiDirName)
+			dir = PKIDirIn(cc.DataDir)
 		}
 		serving.ServerCert.CertKey = genericoptions.CertKey{
 			CertFile: filepath.Join(dir, servingPairName+".crt"), KeyFile: filepath.Join(dir, servingPairName+".key")}
@@ -720,7 +720,7 @@ func (cc *completedConfig) checkFiles() ([]crdinstall.CRD, []error) {
 	if err := checkStorage(cc.DataDir); err != nil {
 		return nil, append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
 	}
-	if err := pki.Check(filepath.Join(cc.DataDir, pkiDirName)); err != nil {
+	if err := pki.Check(PKIDirIn(cc.DataDir)); err != nil {
 		errs = append(errs, fmt.Errorf("--data-dir %s: %w", cc.DataDir, err))
 	} else {
 		errs = append(errs, cc.checkCAs()...)

@@ -33,6 +33,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/apiserver/etcdstore"
 	"github.com/kubeboot/kubeboot/internal/apiserver/reconcilers"
 	"github.com/kubeboot/kubeboot/internal/platform/auditpolicy"
+	"github.com/kubeboot/kubeboot/internal/platform/carotation"
 	"github.com/kubeboot/kubeboot/internal/platform/cpulabels"
 	"github.com/kubeboot/kubeboot/internal/platform/etcd"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
@@ -122,6 +123,11 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	}
 	if err := recordStorage(cfg.DataDir); err != nil {
 		return nil, err
+	}
+	if rotated, err := carotation.Apply(PKIDirIn(cfg.DataDir), time.Now()); err != nil {
+		return nil, fmt.Errorf("taking the cluster's rotated CAs: %w", err)
+	} else if rotated {
+		klog.FromContext(ctx).Info("Took the cluster's rotated CAs (kubeboot certificate rotate-ca): the certificates they did not sign are issued anew", "pki", PKIDirIn(cfg.DataDir))
 	}
 	// Read by Pod validation; as kube-apiserver's Run, before serving.
 	capabilities.Setup(cfg.AllowPrivileged, 0)
@@ -432,6 +438,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.nudgeWatchCaches(apiCtx)
 	go s.renewCertificates(apiCtx)
 	go s.syncJoinTokens(apiCtx)
+	go s.syncCARotation(apiCtx)
 	go s.takeSnapshots(apiCtx)
 	go s.reclaimEtcdSpace(apiCtx)
 	go func() {
@@ -682,7 +689,7 @@ func notifySystemd(socket string) error {
 // rewritten for their next reader.
 func (s *Server) renewCertificates(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	dir := filepath.Join(s.cfg.DataDir, pkiDirName)
+	dir := PKIDirIn(s.cfg.DataDir)
 	port := s.listener.Addr().(*net.TCPAddr).Port
 	wait.UntilWithContext(ctx, func(context.Context) {
 		before, err := pki.Inspect(dir)

@@ -3,7 +3,6 @@ package app
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	bootstraptokenv1 "k8s.io/kubernetes/cmd/kubeadm/app/apis/bootstraptoken/v1"
@@ -27,43 +24,12 @@ import (
 // newTokenCommand is k3s's `token`: bootstrap tokens that join agents
 // (create, list, delete, generate), and the rotation of the server token.
 func newTokenCommand() *cobra.Command {
-	t := &tokenTarget{dataDir: controlplane.DefaultDataDir()}
-	cmd := dataDirGroup("token", "Manage the tokens nodes join with",
-		"The data directory of a server of the cluster: its token file, and its admin.kubeconfig unless --kubeconfig.", &t.dataDir)
-	cmd.PersistentFlags().StringVar(&t.kubeconfig, "kubeconfig", "", "A kubeconfig of a cluster admin. Default: admin.kubeconfig in --data-dir.")
+	cmd, t := serverGroup("token", "Manage the tokens nodes join with", "its token file")
 	cmd.AddCommand(t.createCommand(), t.listCommand(), t.deleteCommand(), newTokenGenerateCommand(), t.rotateCommand())
 	return cmd
 }
 
-// tokenTarget is the cluster the token commands work on: a server's data
-// dir, and an admin kubeconfig.
-type tokenTarget struct {
-	dataDir, kubeconfig string
-}
-
-// client is a client of --kubeconfig, or of the data dir's admin.kubeconfig.
-func (t *tokenTarget) client() (kubernetes.Interface, error) {
-	path := t.kubeconfig
-	if path == "" {
-		path = filepath.Join(t.dataDir, "admin.kubeconfig")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
-	}
-	return kubernetes.NewForConfig(cfg)
-}
-
-// serverToken is the data dir's server token.
-func (t *tokenTarget) serverToken() (clusterjoin.Token, error) {
-	token, err := clusterjoin.ReadToken(controlplane.TokenFileIn(t.dataDir))
-	if err != nil {
-		return token, fmt.Errorf("--data-dir %s: the server token: %w", t.dataDir, err)
-	}
-	return token, nil
-}
-
-func (t *tokenTarget) createCommand() *cobra.Command {
+func (t *serverTarget) createCommand() *cobra.Command {
 	bt := bootstraptokenv1.BootstrapToken{
 		TTL:    &metav1.Duration{Duration: 24 * time.Hour},
 		Usages: []string{"signing", "authentication"},
@@ -127,7 +93,7 @@ for kubeboot agent --token.`,
 	return create
 }
 
-func (t *tokenTarget) listCommand() *cobra.Command {
+func (t *serverTarget) listCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -168,7 +134,7 @@ func (t *tokenTarget) listCommand() *cobra.Command {
 
 }
 
-func (t *tokenTarget) deleteCommand() *cobra.Command {
+func (t *serverTarget) deleteCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete TOKEN...",
 		Short: "Delete bootstrap tokens, by ID or whole",
@@ -218,7 +184,7 @@ func newTokenGenerateCommand() *cobra.Command {
 
 }
 
-func (t *tokenTarget) rotateCommand() *cobra.Command {
+func (t *serverTarget) rotateCommand() *cobra.Command {
 	var oldToken, newToken string
 	rotate := &cobra.Command{
 		Use:   "rotate",

@@ -22,6 +22,8 @@ import (
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeboot/kubeboot/kubeboottest"
 	"github.com/kubeboot/kubeboot/test/harness"
@@ -409,4 +411,18 @@ func serveFlags() []string {
 func apiserverArgs(dataDir string, extra ...string) []string {
 	args := append([]string{"apiserver", "--data-dir", dataDir}, serveFlags()...)
 	return append(args, extra...)
+}
+
+// writeUnreachableAdminKubeconfig writes dataDir/admin.kubeconfig, an
+// admin kubeconfig of a server that is not running.
+func writeUnreachableAdminKubeconfig(t *testing.T, dataDir string) {
+	t.Helper()
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+	kubeconfig.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kubeconfig.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kubeconfig.CurrentContext = "c"
+	if err := clientcmd.WriteToFile(*kubeconfig, filepath.Join(dataDir, "admin.kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
 }

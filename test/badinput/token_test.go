@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 )
 
@@ -23,15 +20,7 @@ func TestBadTokenCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// An admin kubeconfig of a server that is not running.
-	kubeconfig := clientcmdapi.NewConfig()
-	kubeconfig.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
-	kubeconfig.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
-	kubeconfig.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	kubeconfig.CurrentContext = "c"
-	if err := clientcmd.WriteToFile(*kubeconfig, filepath.Join(dataDir, "admin.kubeconfig")); err != nil {
-		t.Fatal(err)
-	}
+	writeUnreachableAdminKubeconfig(t, dataDir)
 	missing := filepath.Join(t.TempDir(), "missing")
 	for _, tt := range []struct {
 		name string

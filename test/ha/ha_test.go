@@ -4,6 +4,7 @@
 package ha
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
@@ -120,7 +122,10 @@ func (s *servers) client(i int) kubernetes.Interface {
 // members runs `kubeboot etcd member list` on server i's data dir.
 func (s *servers) members(i int) string {
 	s.t.Helper()
-	out, err := exec.Command(s.bin, "etcd", "member", "list", "--data-dir", s.dataDir(i)).CombinedOutput()
+	// Bounded: without a quorum the list waits on etcd.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, s.bin, "etcd", "member", "list", "--data-dir", s.dataDir(i)).CombinedOutput()
 	if err != nil {
 		s.t.Fatalf("etcd member list: %v\n%s", err, out)
 	}
@@ -139,7 +144,8 @@ func (s *servers) members(i int) string {
 // without join flags, it rejoins and has the writes. A fourth server
 // killed for good leaves etcd when its Node is deleted; it joins with the server token
 // rotated on another server, which every server writes to its data dir and after which the
-// old token is refused. When the other two die, it is not ready and takes no writes (no quorum); it
+// old token is refused, once the servers have taken the CAs rotated on another server in a
+// rolling restart. When the other two die, it is not ready and takes no writes (no quorum); it
 // heals without a restart when they return; with them lost for good,
 // --cluster-reset makes it a cluster of one with its data.
 func TestJoinServers(t *testing.T) {
@@ -312,6 +318,12 @@ func TestJoinServers(t *testing.T) {
 		t.Errorf("a join with the rotated-out token: %v, want 401\n%s", err, out)
 	}
 
+	// The CAs rotated on one server (cross-signed, generate-ca) are every
+	// server's: each stages them, and takes them when it restarts, one at
+	// a time, while the others still run on the old CAs: etcd's peers and
+	// the admin's certificates are trusted across the two.
+	rotated = s.rotateCA(1)
+
 	// A server gone for good: deleting its Node (which a server with
 	// --node marks as its own, as here by hand) removes its etcd member.
 	s.start(3, "--server", "https://"+harness.Addr(2)+":6443", "--token", rotated)
@@ -388,4 +400,65 @@ func TestJoinServers(t *testing.T) {
 	if list := s.members(0); strings.Count(list, " voter") != 1 {
 		t.Errorf("after --cluster-reset, etcd members:\n%s", list)
 	}
+}
+
+// rotateCA runs certificate generate-ca and rotate-ca on server via's data
+// dir, waits until every running server has staged the rotation, restarts
+// them one at a time (each then serves writes made through the others),
+// and returns the join token, which carries the new CA's hash.
+func (s *servers) rotateCA(via int) string {
+	s.t.Helper()
+	ctx := context.Background()
+	staged := s.t.TempDir()
+	for _, args := range [][]string{{"generate-ca", "--path", staged}, {"rotate-ca", "--path", staged}} {
+		cmd := append([]string{"certificate"}, append(args, "--data-dir", s.dataDir(via))...)
+		if out, err := exec.Command(s.bin, cmd...).CombinedOutput(); err != nil {
+			s.t.Fatalf("%v: %v\n%s", cmd, err, out)
+		}
+	}
+	want, err := os.ReadFile(filepath.Join(s.dataDir(via), "pki", "rotate-ca-pending", "ca.crt"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for i := range 3 {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			got, err := os.ReadFile(filepath.Join(s.dataDir(i), "pki", "rotate-ca-pending", "ca.crt"))
+			return err == nil && bytes.Equal(got, want), nil
+		})
+		if err != nil {
+			s.t.Fatalf("server %d did not stage the rotated CAs: %v", i, err)
+		}
+	}
+	for i := range 3 {
+		if err := s.proc[i].Terminate(30 * time.Second); err != nil {
+			s.t.Errorf("server %d stopping: %v", i, err)
+		}
+		s.start(i)
+		if got, err := os.ReadFile(filepath.Join(s.dataDir(i), "pki", "ca.crt")); err != nil || !bytes.Equal(got, want) {
+			s.t.Fatalf("server %d restarted without the rotated CA: %v", i, err)
+		}
+		name := fmt.Sprintf("after-ca-rotation-%d", i)
+		if _, err := s.client((i+1)%3).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			s.t.Errorf("a write through server %d once server %d took the rotated CAs: %v", (i+1)%3, i, err)
+			continue
+		}
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := s.client(i).CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			s.t.Errorf("server %d, restarted with the rotated CAs, does not serve a write made through another: %v", i, err)
+		}
+	}
+	if list := s.members(0); strings.Count(list, " voter") != 3 {
+		s.t.Errorf("after the rolling restart with the rotated CAs, etcd members:\n%s", list)
+	}
+	token, err := os.ReadFile(filepath.Join(s.dataDir(2), "token"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if want := "K10" + clusterjoin.CAHash(want) + "::server:"; !strings.HasPrefix(string(token), want) {
+		s.t.Errorf("server 2's token %q does not carry the rotated CA's hash", token)
+	}
+	return strings.TrimSpace(string(token))
 }

@@ -41,6 +41,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/app"
+	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 	"github.com/kubeboot/kubeboot/internal/platform/pki"
 	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
 	"github.com/kubeboot/kubeboot/kubeboottest"
@@ -583,8 +584,12 @@ func TestFileModes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Mode().Perm() != 0o600 {
-			t.Errorf("pki/%s mode %v, want 0600", e.Name(), info.Mode().Perm())
+		want := fs.FileMode(0o600)
+		if info.IsDir() { // the CSR signer's certificate, etcd's CA
+			want = 0o700
+		}
+		if info.Mode().Perm() != want {
+			t.Errorf("pki/%s mode %v, want %v", e.Name(), info.Mode().Perm(), want)
 		}
 	}
 }
@@ -826,5 +831,136 @@ func TestSecretsEncryption(t *testing.T) {
 		if err != nil || string(s.Data["v"]) != fmt.Sprintf("plaintext-%d", i) {
 			t.Fatalf("Secret s%d after rotation: %v, %q", i, err, s.Data["v"])
 		}
+	}
+}
+
+// TestRotateCA: `certificate generate-ca` and `rotate-ca` replace the
+// cluster's CAs and service account key; a bad set is refused and changes
+// nothing; the server takes the rotation at its next start and issues its
+// certificates from the new CA, while what trusts or was issued by the old
+// one keeps working: the admin kubeconfig written before (the old CA, a
+// client certificate of the old CA), a service account token issued
+// before; the join token carries the new CA's hash.
+func TestRotateCA(t *testing.T) {
+	dataDir := t.TempDir()
+	srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admin := clientFor(t, srv.Config)
+	if _, err := admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts("default").CreateToken(ctx, "before", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldAdmin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkiDir := filepath.Join(dataDir, "pki")
+	oldCA, err := pki.EnsureCA(pkiDir, "unused: the data dir has its CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := app.Run(ctx, append([]string{"kubeboot", "certificate"}, append(args, "--data-dir", dataDir)...), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+
+	// An unrelated CA is refused without --force, naming the file.
+	bad := t.TempDir()
+	unrelated, err := pki.NewCA("unrelated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(bad, "tls"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"server-ca.crt": unrelated.CertPEM, "server-ca.key": unrelated.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(bad, "tls", name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, stderr, code := run("rotate-ca", "--path", bad); code == 0 || !strings.Contains(stderr, "server-ca.crt is not signed by the ca in use") {
+		t.Errorf("rotate-ca of an unrelated CA: exit %d, %q; want a refusal naming server-ca.crt", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(pkiDir, "rotate-ca-pending")); !os.IsNotExist(err) {
+		t.Fatalf("a refused rotation staged something: %v", err)
+	}
+
+	staged := t.TempDir()
+	if _, stderr, code := run("generate-ca", "--path", staged); code != 0 {
+		t.Fatalf("generate-ca: exit %d: %s", code, stderr)
+	}
+	stdout, stderr, code := run("rotate-ca", "--path", staged)
+	if code != 0 {
+		t.Fatalf("rotate-ca: exit %d: %s", code, stderr)
+	}
+	newCA, err := pki.Load(filepath.Join(staged, "tls", "server-ca.crt"), filepath.Join(staged, "tls", "server-ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "the join token, once every server has restarted: K10") {
+		t.Errorf("rotate-ca printed %q, want the new join token", stdout)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	srv, err = kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	current, err := pki.EnsureCA(pkiDir, "unused: the data dir has its CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !current.Cert.Equal(newCA.Cert) {
+		t.Fatalf("the cluster CA after the restart is %s, want the rotated %s", current.Cert.Subject, newCA.Cert.Subject)
+	}
+	for name, root := range map[string]*x509.Certificate{"the old CA alone": oldCA.Cert, "the new CA alone": newCA.Cert} {
+		roots := x509.NewCertPool()
+		roots.AddCert(root)
+		state, err := tlsDial(t, srv, &tls.Config{RootCAs: roots, ServerName: "localhost"})
+		if err != nil {
+			t.Errorf("the served certificate against %s: %v", name, err)
+			continue
+		}
+		if err := state.PeerCertificates[0].CheckSignatureFrom(newCA.Cert); err != nil {
+			t.Errorf("the served certificate is not issued by the new CA: %v", err)
+		}
+	}
+	oldAdmin.Host = srv.URL
+	if _, err := clientFor(t, oldAdmin).CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the admin kubeconfig written before the rotation: %v", err)
+	}
+	newAdmin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clientFor(t, newAdmin).CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the admin kubeconfig written after the rotation: %v", err)
+	}
+	review, err := clientFor(t, srv.Config).AuthenticationV1().TokenReviews().Create(ctx,
+		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: tr.Status.Token}}, metav1.CreateOptions{})
+	if err != nil || !review.Status.Authenticated {
+		t.Errorf("a service account token issued before the rotation: %v, %+v", err, review.Status)
+	}
+	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := os.ReadFile(filepath.Join(pkiDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "K10" + clusterjoin.CAHash(caFile) + "::"; !strings.HasPrefix(string(token), want) {
+		t.Errorf("the join token %q, want it to carry the new CA file's hash (%s)", token, want)
 	}
 }

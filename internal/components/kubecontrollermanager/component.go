@@ -46,7 +46,7 @@ func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error
 	specific := csr.KubeletServingSignerConfiguration.CertFile + csr.KubeletClientSignerConfiguration.CertFile +
 		csr.KubeAPIServerClientSignerConfiguration.CertFile + csr.LegacyUnknownSignerConfiguration.CertFile
 	if csr.ClusterSigningCertFile == "" && csr.ClusterSigningKeyFile == "" && specific == "" {
-		csr.ClusterSigningCertFile, csr.ClusterSigningKeyFile = s.CAFile, s.CAKeyFile
+		csr.ClusterSigningCertFile, csr.ClusterSigningKeyFile = s.CASignerFile, s.CAKeyFile
 	}
 	if ipam.ServiceCIDR == "" {
 		ipam.ServiceCIDR = s.ServiceClusterIPRange

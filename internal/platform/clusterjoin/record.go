@@ -62,8 +62,16 @@ func (r Record) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	secrets := r.Client.CoreV1().Secrets(metav1.NamespaceSystem)
-	only := fields.OneTermEqualSelector("metadata.name", RecordName).String()
+	FollowSecret(ctx, r.Client, RecordName, func(record *corev1.Secret) { r.write(logger, record) })
+	return nil
+}
+
+// FollowSecret calls handle with the Secret kube-system/name as it is
+// created and each time it changes, until ctx ends: how every server
+// follows one of the cluster's records (the join tokens, a CA rotation).
+func FollowSecret(ctx context.Context, client kubernetes.Interface, name string, handle func(*corev1.Secret)) {
+	secrets := client.CoreV1().Secrets(metav1.NamespaceSystem)
+	only := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = only
@@ -74,17 +82,21 @@ func (r Record) Sync(ctx context.Context) error {
 			return secrets.Watch(ctx, o)
 		},
 	}
+	call := func(obj any) {
+		if secret, ok := obj.(*corev1.Secret); ok {
+			handle(secret)
+		}
+	}
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		// The client tells whether it streams lists (a fake does not).
-		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, r.Client),
+		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, client),
 		ObjectType:    &corev1.Secret{},
 		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { r.write(logger, obj) },
-			UpdateFunc: func(_, obj any) { r.write(logger, obj) },
+			AddFunc:    call,
+			UpdateFunc: func(_, obj any) { call(obj) },
 		},
 	})
 	informer.RunWithContext(ctx)
-	return nil
 }
 
 // ensure creates the record from the files, or sets its agent token to
@@ -126,12 +138,8 @@ func (r Record) ensure(ctx context.Context) error {
 	return err
 }
 
-// write writes the files at the record obj.
-func (r Record) write(logger klog.Logger, obj any) {
-	record, ok := obj.(*corev1.Secret)
-	if !ok {
-		return
-	}
+// write writes the files at the record.
+func (r Record) write(logger klog.Logger, record *corev1.Secret) {
 	for _, f := range []struct{ key, path string }{{recordTokenKey, r.TokenFile}, {recordAgentTokenKey, r.AgentTokenFile}} {
 		data, ok := record.Data[f.key]
 		if !ok {
@@ -196,4 +204,56 @@ func (r Record) Rotate(ctx context.Context, old, newPassword string) (Token, err
 		return Token{}, fmt.Errorf("the cluster's token is rotated, but writing %s failed (the server writes it shortly): %w", r.TokenFile, err)
 	}
 	return next, nil
+}
+
+// Rehash sets the CA hash of the tokens in the record (every server writes
+// them into its token files) and in TokenFile and AgentTokenFile to the
+// hash of caPEM, the cluster CA's file after a rotate-ca, and returns the
+// server token. Nothing changes if it fails.
+func (r Record) Rehash(ctx context.Context, caPEM []byte) (Token, error) {
+	hash := CAHash(caPEM)
+	secrets := r.Client.CoreV1().Secrets(metav1.NamespaceSystem)
+	record, err := secrets.Get(ctx, RecordName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// A server that answers no joins keeps no record: its files only.
+		record = &corev1.Secret{Data: map[string][]byte{}}
+		for _, f := range []struct{ key, path string }{{recordTokenKey, r.TokenFile}, {recordAgentTokenKey, r.AgentTokenFile}} {
+			if t, err := ReadToken(f.path); err == nil {
+				record.Data[f.key] = []byte(t.String())
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return Token{}, err
+			}
+		}
+	} else if err != nil {
+		return Token{}, fmt.Errorf("the record of the join tokens: %w", err)
+	}
+	var server Token
+	rehashed := map[string]Token{}
+	for _, f := range []struct{ key, path string }{{recordTokenKey, r.TokenFile}, {recordAgentTokenKey, r.AgentTokenFile}} {
+		data, ok := record.Data[f.key]
+		if !ok {
+			continue
+		}
+		t, err := ParseToken(string(data))
+		if err != nil {
+			return Token{}, fmt.Errorf("the record of the join tokens, %s: %w", f.key, err)
+		}
+		t.CAHash = hash
+		record.Data[f.key] = []byte(t.String())
+		rehashed[f.path] = t
+		if f.key == recordTokenKey {
+			server = t
+		}
+	}
+	if record.Name != "" {
+		if _, err := secrets.Update(ctx, record, metav1.UpdateOptions{}); err != nil {
+			return Token{}, fmt.Errorf("the record of the join tokens: %w", err)
+		}
+	}
+	for path, t := range rehashed {
+		if err := WriteToken(path, t); err != nil {
+			return Token{}, fmt.Errorf("the cluster's tokens are updated, but writing %s failed (the server writes it shortly): %w", path, err)
+		}
+	}
+	return server, nil
 }

@@ -64,12 +64,56 @@ func EnsureNamedCA(dir, name, commonName string) (*KeyPair, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	kp, err = NewCA(commonName)
+	if err != nil {
+		return nil, err
+	}
+	return kp, kp.write(certPath, keyPath)
+}
+
+// NewCA makes a self-signed CA named commonName@<unix time>, as the CAs a
+// server makes at its first start.
+func NewCA(commonName string) (*KeyPair, error) {
 	key, err := newKey()
 	if err != nil {
 		return nil, err
 	}
+	tmpl := caTemplate(commonName)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("creating CA certificate: %w", err)
+	}
+	return newKeyPair(der, key)
+}
+
+// NewCrossSignedCA makes a CA to replace current without breaking trust:
+// a new self-signed root, followed in its file by the same certificate
+// (name and key) signed by current. A leaf it issues carries the second
+// (sign), so that a peer that trusts only current verifies it too.
+func NewCrossSignedCA(current *KeyPair, commonName string) (*KeyPair, error) {
+	root, err := NewCA(commonName)
+	if err != nil {
+		return nil, err
+	}
+	cross := *root.Cert
+	cross.SerialNumber = serial()
+	cross.AuthorityKeyId = nil
+	cross.SignatureAlgorithm = 0 // current's key decides
+	if current.Cert.NotAfter.Before(cross.NotAfter) {
+		// No certificate outlives its issuer.
+		cross.NotAfter = current.Cert.NotAfter
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &cross, current.Cert, root.Cert.PublicKey, current.Key)
+	if err != nil {
+		return nil, fmt.Errorf("cross-signing the CA certificate: %w", err)
+	}
+	root.CertPEM = append(root.CertPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	return root, nil
+}
+
+func caTemplate(commonName string) *x509.Certificate {
 	now := time.Now()
-	tmpl := &x509.Certificate{
+	return &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", commonName, now.Unix())},
 		NotBefore:             now.Add(-clockSkew),
@@ -78,15 +122,6 @@ func EnsureNamedCA(dir, name, commonName string) (*KeyPair, error) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, fmt.Errorf("creating CA certificate: %w", err)
-	}
-	kp, err = newKeyPair(der, key)
-	if err != nil {
-		return nil, err
-	}
-	return kp, kp.write(certPath, keyPath)
 }
 
 // ServingSpec describes a serving certificate.
@@ -191,6 +226,10 @@ func issue(ca *KeyPair, tmpl *x509.Certificate, certPath, keyPath string) (*KeyP
 	return kp, kp.write(certPath, keyPath)
 }
 
+// sign issues tmpl from ca. The certificate file carries, after the leaf,
+// the CA's certificates that are not self-signed (a CA cross-signed by the
+// one before it, rotate-ca), so that a peer trusting only the CA before
+// still verifies it.
 func sign(ca *KeyPair, tmpl *x509.Certificate) (*KeyPair, error) {
 	key, err := newKey()
 	if err != nil {
@@ -200,7 +239,36 @@ func sign(ca *KeyPair, tmpl *x509.Certificate) (*KeyPair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signing certificate %s: %w", tmpl.Subject.CommonName, err)
 	}
-	return newKeyPair(der, key)
+	kp, err := newKeyPair(der, key)
+	if err != nil {
+		return nil, err
+	}
+	kp.CertPEM = append(kp.CertPEM, ca.chain()...)
+	return kp, nil
+}
+
+// chain is the PEM of the certificates of the CA's file that are not
+// self-signed: none for a CA kubeboot made.
+func (kp *KeyPair) chain() []byte {
+	var out []byte
+	for rest := kp.CertPEM; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return out
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if b.Type != "CERTIFICATE" || err != nil || SelfSigned(c) {
+			continue
+		}
+		out = append(out, pem.EncodeToMemory(b)...)
+	}
+}
+
+// SelfSigned reports whether c is signed by its own key under its own
+// name: a root.
+func SelfSigned(c *x509.Certificate) bool {
+	return bytes.Equal(c.RawIssuer, c.RawSubject) && c.CheckSignatureFrom(c) == nil
 }
 
 // pairPresent reports an error when exactly one of a certificate and its
@@ -475,18 +543,41 @@ func EnsureSigningKey(dir, name string) (string, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
-	key, err := newKey()
+	key, err := NewSigningKey()
 	if err != nil {
 		return "", err
 	}
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return "", err
-	}
-	if err := WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+	if err := WriteFile(path, key, 0o600); err != nil {
 		return "", err
 	}
 	return path, nil
+}
+
+// WriteCertificate writes c alone to path (0600, its directory 0700),
+// unless path holds it already.
+func WriteCertificate(path string, c *x509.Certificate) error {
+	data := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, data) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return WriteFile(path, data, fileMode)
+}
+
+// NewSigningKey returns a new private key, PEM (ECDSA P-256), for signing
+// tokens.
+func NewSigningKey() ([]byte, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
 }
 
 // readSigningKey reads a PEM private key.
