@@ -217,3 +217,27 @@ func (s *Server) syncCARotation(ctx context.Context) {
 		carotation.Sync(ctx, client, PKIDirIn(s.cfg.DataDir))
 	})
 }
+
+// flagFile is a file given by flag.
+type flagFile struct{ flag, path string }
+
+// userCertificates are the certificate files given by flag, which the
+// server uses and never renews.
+func (cc *completedConfig) userCertificates() []flagFile {
+	var out []flagFile
+	add := func(flag, path string) {
+		if path != "" {
+			out = append(out, flagFile{flag, path})
+		}
+	}
+	if !cc.servingCert {
+		add("--tls-cert-file", cc.SecureServing.ServerCert.CertKey.CertFile)
+	}
+	add("--client-ca-file", cc.clientCAFile())
+	if f := cc.KubeletCertificateAuthority; f != filepath.Join(PKIDirIn(cc.DataDir), pki.CAName+".crt") {
+		add("--kubelet-certificate-authority", f)
+	}
+	add("--etcd-certfile", cc.Etcd.StorageConfig.Transport.CertFile)
+	add("--etcd-cafile", cc.Etcd.StorageConfig.Transport.TrustedCAFile)
+	return out
+}

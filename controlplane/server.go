@@ -720,11 +720,38 @@ func (s *Server) renewCertificates(ctx context.Context) {
 					c.Name, c.Subject, c.NotAfter.UTC().Format(time.DateOnly))
 			}
 		}
+		s.warnUserCertificates(logger, now)
 	}, s.cfg.CertificateCheckInterval)
 }
 
+// warnUserCertificates tells, as of the CAs, of each certificate in the
+// files given by flag (which the server never renews) within
+// pki.RenewBefore of its expiry.
+func (s *Server) warnUserCertificates(logger klog.Logger, now time.Time) {
+	for _, f := range s.cfg.userCertificates() {
+		data, err := os.ReadFile(f.path)
+		if err != nil {
+			logger.Error(err, "Checking a certificate file", "flag", f.flag)
+			continue
+		}
+		certs, err := pki.ParseCertificates(f.path, data)
+		if err != nil {
+			logger.Error(err, "Checking a certificate file", "flag", f.flag)
+			continue
+		}
+		for _, c := range certs {
+			if now.Add(pki.RenewBefore).After(c.NotAfter) {
+				s.api.Recorder().Eventf(s.eventTarget(), corev1.EventTypeWarning, CertificateExpirationWarning,
+					"The certificate %s in %s (%s) expires on %s: kubeboot renews only the certificates it issued",
+					c.Subject, f.path, f.flag, c.NotAfter.UTC().Format(time.DateOnly))
+			}
+		}
+	}
+}
+
 // CertificateExpirationWarning is the reason of the Events that tell of a
-// CA within pki.RenewBefore of its expiry (k3s's reason).
+// CA, or a certificate given by flag, within pki.RenewBefore of its expiry
+// (k3s's reason).
 const CertificateExpirationWarning = "CertificateExpirationWarning"
 
 // eventTarget is what the Events about the server are recorded on: its

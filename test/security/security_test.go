@@ -636,10 +636,11 @@ func TestAdminKubeconfigs(t *testing.T) {
 	}
 }
 
-// TestCAExpirationWarning: a server whose CA is within 120 days of its
-// expiry (which it never renews) says so at each certificate check, with
-// a Warning Event of reason CertificateExpirationWarning on its identity
-// Lease (it has no Node), as k3s does on its Node.
+// TestCAExpirationWarning: a server whose CA, or a client CA given by
+// --client-ca-file, is within 120 days of its expiry (which it never
+// renews) says so at each certificate check, with a Warning Event of
+// reason CertificateExpirationWarning on its identity Lease (it has no
+// Node), as k3s does on its Node.
 func TestCAExpirationWarning(t *testing.T) {
 	dataDir := t.TempDir()
 	pkiDir := filepath.Join(dataDir, "pki")
@@ -667,30 +668,41 @@ func TestCAExpirationWarning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A client CA of the user's, as near its expiry: the server uses it
+	// and never renews it.
+	userCA := filepath.Join(t.TempDir(), "user-ca.crt")
+	if err := os.WriteFile(userCA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir,
-		Configure: func(c *controlplane.Config) { c.CertificateCheckInterval = 100 * time.Millisecond }})
+		Configure: func(c *controlplane.Config) {
+			c.CertificateCheckInterval = 100 * time.Millisecond
+			c.Authentication.ClientCert.ClientCA = userCA
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
 	admin := clientFor(t, srv.Config)
-	var last string
-	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		events, err := admin.CoreV1().Events(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range events.Items {
-			if e.Reason == controlplane.CertificateExpirationWarning {
-				last = fmt.Sprintf("%s %s/%s: %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
-				return e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Lease" &&
-					strings.Contains(e.Message, "pki/ca.crt") && strings.Contains(e.Message, notAfter.UTC().Format(time.DateOnly)), nil
+	for _, want := range []string{"pki/ca.crt", userCA + " (--client-ca-file)"} {
+		var last string
+		err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			events, err := admin.CoreV1().Events(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
 			}
+			for _, e := range events.Items {
+				if e.Reason == controlplane.CertificateExpirationWarning && strings.Contains(e.Message, want) {
+					last = fmt.Sprintf("%s %s/%s: %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+					return e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Lease" &&
+						strings.Contains(e.Message, notAfter.UTC().Format(time.DateOnly)), nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Errorf("no Warning CertificateExpirationWarning naming %s and its expiry on the server's Lease: %v (last: %q)", want, err, last)
 		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no Warning CertificateExpirationWarning naming pki/ca.crt and its expiry on the server's Lease: %v (last: %q)", err, last)
 	}
 }
 
