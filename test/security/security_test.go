@@ -884,26 +884,7 @@ func TestRotateCA(t *testing.T) {
 		return stdout.String(), stderr.String(), code
 	}
 
-	// An unrelated CA is refused without --force, naming the file.
-	bad := t.TempDir()
-	unrelated, err := pki.NewCA("unrelated")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(bad, "tls"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"server-ca.crt": unrelated.CertPEM, "server-ca.key": unrelated.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(bad, "tls", name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, stderr, code := run("rotate-ca", "--path", bad); code == 0 || !strings.Contains(stderr, "server-ca.crt is not signed by the ca in use") {
-		t.Errorf("rotate-ca of an unrelated CA: exit %d, %q; want a refusal naming server-ca.crt", code, stderr)
-	}
-	if _, err := os.Stat(filepath.Join(pkiDir, "rotate-ca-pending")); !os.IsNotExist(err) {
-		t.Fatalf("a refused rotation staged something: %v", err)
-	}
+	refuseUnrelatedCA(t, run, pkiDir)
 
 	staged := t.TempDir()
 	if _, stderr, code := run("generate-ca", "--path", staged); code != 0 {
@@ -974,5 +955,30 @@ func TestRotateCA(t *testing.T) {
 	}
 	if want := "K10" + clusterjoin.CAHash(caFile) + "::"; !strings.HasPrefix(string(token), want) {
 		t.Errorf("the join token %q, want it to carry the new CA file's hash (%s)", token, want)
+	}
+}
+
+// refuseUnrelatedCA: rotate-ca of a CA the current one did not sign is
+// refused without --force, naming the file, and stages nothing.
+func refuseUnrelatedCA(t *testing.T, run func(args ...string) (string, string, int), pkiDir string) {
+	t.Helper()
+	bad := t.TempDir()
+	unrelated, err := pki.NewCA("unrelated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(bad, "tls"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"server-ca.crt": unrelated.CertPEM, "server-ca.key": unrelated.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(bad, "tls", name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, stderr, code := run("rotate-ca", "--path", bad); code == 0 || !strings.Contains(stderr, "server-ca.crt is not signed by the ca in use") {
+		t.Errorf("rotate-ca of an unrelated CA: exit %d, %q; want a refusal naming server-ca.crt", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(pkiDir, "rotate-ca-pending")); !os.IsNotExist(err) {
+		t.Fatalf("a refused rotation staged something: %v", err)
 	}
 }
