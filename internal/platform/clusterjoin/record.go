@@ -138,9 +138,17 @@ func (r Record) ensure(ctx context.Context) error {
 	return err
 }
 
+// recordFile is a key of the record and the token file it is written to.
+type recordFile struct{ key, path string }
+
+// files are the record's keys and the token files they are written to.
+func (r Record) files() []recordFile {
+	return []recordFile{{recordTokenKey, r.TokenFile}, {recordAgentTokenKey, r.AgentTokenFile}}
+}
+
 // write writes the files at the record.
 func (r Record) write(logger klog.Logger, record *corev1.Secret) {
-	for _, f := range []struct{ key, path string }{{recordTokenKey, r.TokenFile}, {recordAgentTokenKey, r.AgentTokenFile}} {
+	for _, f := range r.files() {
 		data, ok := record.Data[f.key]
 		if !ok {
 			continue
@@ -217,7 +225,7 @@ func (r Record) Rehash(ctx context.Context, caPEM []byte) (Token, error) {
 	if apierrors.IsNotFound(err) {
 		// A server that answers no joins keeps no record: its files only.
 		record = &corev1.Secret{Data: map[string][]byte{}}
-		for _, f := range []struct{ key, path string }{{recordTokenKey, r.TokenFile}, {recordAgentTokenKey, r.AgentTokenFile}} {
+		for _, f := range r.files() {
 			if t, err := ReadToken(f.path); err == nil {
 				record.Data[f.key] = []byte(t.String())
 			} else if !errors.Is(err, os.ErrNotExist) {
@@ -229,7 +237,7 @@ func (r Record) Rehash(ctx context.Context, caPEM []byte) (Token, error) {
 	}
 	var server Token
 	rehashed := map[string]Token{}
-	for _, f := range []struct{ key, path string }{{recordTokenKey, r.TokenFile}, {recordAgentTokenKey, r.AgentTokenFile}} {
+	for _, f := range r.files() {
 		data, ok := record.Data[f.key]
 		if !ok {
 			continue

@@ -258,16 +258,16 @@ func (kp *KeyPair) chain() []byte {
 			return out
 		}
 		c, err := x509.ParseCertificate(b.Bytes)
-		if b.Type != "CERTIFICATE" || err != nil || SelfSigned(c) {
+		if b.Type != "CERTIFICATE" || err != nil || selfSigned(c) {
 			continue
 		}
 		out = append(out, pem.EncodeToMemory(b)...)
 	}
 }
 
-// SelfSigned reports whether c is signed by its own key under its own
+// selfSigned reports whether c is signed by its own key under its own
 // name: a root.
-func SelfSigned(c *x509.Certificate) bool {
+func selfSigned(c *x509.Certificate) bool {
 	return bytes.Equal(c.RawIssuer, c.RawSubject) && c.CheckSignatureFrom(c) == nil
 }
 
