@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -143,11 +145,15 @@ type Config struct {
 	// as envtest does for its etcd. No flag sets it.
 	EtcdUnsafeNoFsync bool
 	// SecretsEncryption is k3s's --secrets-encryption: Secrets are
-	// encrypted at rest with an aescbc key generated on first start, in a
-	// configuration kept in DataDir (encryption/config.yaml) and reloaded
-	// when `kubeboot secrets-encrypt rotate-keys` changes it. It excludes
-	// --encryption-provider-config. Default: off.
+	// encrypted at rest with a key generated on first start, in a
+	// configuration kept in DataDir (encryption/config.yaml), shared by
+	// the cluster's servers and reloaded when `kubeboot secrets-encrypt`
+	// changes it. It excludes --encryption-provider-config. Default: off.
 	SecretsEncryption bool
+	// SecretsEncryptionProvider is k3s's --secrets-encryption-provider:
+	// the type of the keys --secrets-encryption generates, aescbc or
+	// secretbox. Default: aescbc.
+	SecretsEncryptionProvider string
 	// Audit is kube-apiserver's audit group: --audit-policy-file (none:
 	// no events), the log backend (--audit-log-path, --audit-log-maxage,
 	// --audit-log-maxbackup, --audit-log-maxsize, --audit-log-format, ...)
@@ -358,6 +364,7 @@ func NewConfig() Config {
 
 		EtcdSnapshotScheduleCron:      etcdsnapshot.DefaultSchedule,
 		EtcdSnapshotRetention:         etcdsnapshot.DefaultRetention,
+		SecretsEncryptionProvider:     secretsencryption.AESCBC,
 		EtcdS3:                        etcdsnapshot.NewS3Options(),
 		EtcdSnapshotReconcileInterval: 10 * time.Minute,
 
@@ -633,9 +640,15 @@ func (cc *completedConfig) completeEtcd() []error {
 	var errs []error
 	etcd := *cc.Etcd
 	cc.Etcd = &etcd
+	if !cc.SecretsEncryption && cc.SecretsEncryptionProvider != secretsencryption.AESCBC {
+		errs = append(errs, fmt.Errorf("--secrets-encryption-provider %s needs --secrets-encryption", cc.SecretsEncryptionProvider))
+	}
 	if cc.SecretsEncryption {
 		if etcd.EncryptionProviderConfigFilepath != "" {
 			errs = append(errs, errors.New("--secrets-encryption and --encryption-provider-config exclude each other: one keeps its configuration in --data-dir, the other is yours"))
+		}
+		if !slices.Contains(secretsencryption.Providers, cc.SecretsEncryptionProvider) {
+			errs = append(errs, fmt.Errorf("--secrets-encryption-provider %q is none of %s", cc.SecretsEncryptionProvider, strings.Join(secretsencryption.Providers, ", ")))
 		}
 		etcd.EncryptionProviderConfigFilepath = secretsencryption.ConfigPath(cc.DataDir)
 		etcd.EncryptionProviderConfigAutomaticReload = true

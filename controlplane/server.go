@@ -55,6 +55,9 @@ type Server struct {
 	// snapshotsChanged has a value once a scheduled snapshot changed the
 	// snapshots (SnapshotsChanged).
 	snapshotsChanged chan struct{}
+	// encryptionSynced is closed once the server has first synced with
+	// the cluster's encryption record; nil without --secrets-encryption.
+	encryptionSynced chan struct{}
 	// joining is a first start's join of a cluster (--server).
 	joining  *joining
 	listener net.Listener
@@ -99,6 +102,9 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	}
 	s := &Server{cfg: cfg, ready: make(chan struct{}), published: make(chan struct{}), componentsReady: make(chan struct{}), notifySocket: takeNotifySocket(),
 		snapshotsChanged: make(chan struct{}, 1)}
+	if cfg.secretsEncryptionConfig {
+		s.encryptionSynced = make(chan struct{})
+	}
 
 	defer func() {
 		if err != nil {
@@ -132,7 +138,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	// Read by Pod validation; as kube-apiserver's Run, before serving.
 	capabilities.Setup(cfg.AllowPrivileged, 0)
 	if cfg.secretsEncryptionConfig {
-		if created, err := secretsencryption.Ensure(cfg.Etcd.EncryptionProviderConfigFilepath, time.Now()); err != nil {
+		if created, err := secretsencryption.Ensure(cfg.Etcd.EncryptionProviderConfigFilepath, cfg.SecretsEncryptionProvider, time.Now()); err != nil {
 			return nil, fmt.Errorf("--secrets-encryption: %w", err)
 		} else if created {
 			klog.FromContext(ctx).Info("Secrets are encrypted at rest with a new key", "config", cfg.Etcd.EncryptionProviderConfigFilepath)
@@ -177,7 +183,7 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 		KubeletClientCertFile: certs.kubeletClientCert,
 		KubeletClientKeyFile:  certs.kubeletClientKey,
 
-		Etcd:          etcdClient,
+		Etcd:          s.takeEncryption(ctx, etcdClient),
 		SharedObjects: s.sharedObjects,
 	}
 	join := s.joinEndpoints()
@@ -439,6 +445,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.renewCertificates(apiCtx)
 	go s.syncJoinTokens(apiCtx)
 	go s.syncCARotation(apiCtx)
+	go s.followSecretsEncryption(apiCtx)
 	go s.takeSnapshots(apiCtx)
 	go s.reclaimEtcdSpace(apiCtx)
 	go func() {
@@ -491,6 +498,7 @@ func (s *Server) watchReady(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
+	s.waitEncryptionSynced(ctx)
 	close(s.ready)
 	logger.Info("kubeboot apiserver is ready", "url", s.url, "kubeconfig", s.AdminKubeconfig())
 	if err := notifySystemd(s.notifySocket); err != nil {

@@ -18,7 +18,6 @@
 package throughput
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -200,7 +199,14 @@ func BenchmarkRotateKeys(b *testing.B) {
 		}
 		var n int
 		var took time.Duration
-		line := string(out[bytes.LastIndex(bytes.TrimSpace(out), []byte("\n"))+1:])
+		// The summary line; progress lines ("of") and the stage's
+		// come before and after it.
+		var line string
+		for l := range strings.SplitSeq(string(out), "\n") {
+			if strings.HasPrefix(l, "re-encrypted ") && !strings.Contains(l, " of ") {
+				line = l
+			}
+		}
 		if _, err := fmt.Sscanf(line, "re-encrypted %d Secrets in %s", &n, new(string)); err != nil || n != secrets {
 			b.Fatalf("rotate-keys reported %q (%v), want %d Secrets re-encrypted", line, err, secrets)
 		}

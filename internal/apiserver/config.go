@@ -229,7 +229,8 @@ type chainConfig struct {
 	transformers value.ResourceTransformers
 	encrypted    []schema.GroupResource
 	// close releases what the configuration holds (the encryption
-	// transformers) when no server was built to release it.
+	// transformers, once withStorage has loaded them) when no server was
+	// built to release it.
 	close func()
 }
 
@@ -312,9 +313,6 @@ func newChainConfig(cfg Config, res Resources) (_ *chainConfig, err error) {
 	if err := cfg.Audit.ApplyTo(gc); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	if c.close, err = c.applyEncryption(); err != nil {
-		return nil, err
-	}
 	// With priority and fairness on, this sets the flow controller that
 	// replaces max-in-flight; its config consumer keeps the FlowSchemas'
 	// and PriorityLevelConfigurations' status.
@@ -329,6 +327,12 @@ func newChainConfig(cfg Config, res Resources) (_ *chainConfig, err error) {
 func (c *chainConfig) withStorage() (*etcdstore.Backend, *clientv3.Client, error) {
 	client, err := c.res.Etcd()
 	if err != nil {
+		return nil, nil, err
+	}
+	// Loaded once storage answers: a server of a cluster takes the
+	// cluster's configuration when its etcd has started
+	// (Resources.Etcd), before anything is read with it.
+	if c.close, err = c.applyEncryption(); err != nil {
 		return nil, nil, err
 	}
 	e := c.cfg.Etcd

@@ -121,7 +121,7 @@ func New(cfg Config, res Resources) (_ *Server, err error) {
 	}
 	s.Client, s.Loopback, s.internalClient, s.informers, s.loopback = c.client, c.generic.LoopbackClientConfig, c.internalClient, c.informers, c.loopback
 	s.inProcessTokens = c.inProcessTokens
-	s.destroy = c.close
+	s.destroy = func() { c.close() }
 	if s.storage, s.etcd, err = c.withStorage(); err != nil {
 		return nil, err
 	}

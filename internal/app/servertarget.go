@@ -30,13 +30,13 @@ type serverTarget struct {
 
 // client is a client of --kubeconfig, or of the data dir's admin.kubeconfig.
 func (t *serverTarget) client() (kubernetes.Interface, error) {
-	path := t.kubeconfig
+	path, flag := t.kubeconfig, "--kubeconfig "+t.kubeconfig
 	if path == "" {
-		path = filepath.Join(t.dataDir, "admin.kubeconfig")
+		path, flag = filepath.Join(t.dataDir, "admin.kubeconfig"), "--data-dir "+t.dataDir
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	return kubernetes.NewForConfig(cfg)
 }

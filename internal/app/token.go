@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
+	"github.com/kubeboot/kubeboot/internal/platform/secretsencryption"
 )
 
 // newTokenCommand is k3s's `token`: bootstrap tokens that join agents
@@ -205,12 +206,19 @@ only if it is the current token.`,
 				return err
 			}
 			tokenFile := controlplane.TokenFileIn(t.dataDir)
-			if _, err := clusterjoin.ReadToken(tokenFile); err != nil {
-				return fmt.Errorf("--data-dir %s: the server token: %w", t.dataDir, err)
+			current, err := t.serverToken()
+			if err != nil {
+				return err
 			}
 			next, err := clusterjoin.Record{Client: c, TokenFile: tokenFile}.Rotate(cmd.Context(), strings.TrimSpace(oldToken), newToken)
 			if err != nil {
 				return err
+			}
+			// The token seals the cluster's encryption configuration
+			// (--secrets-encryption); were this to fail, each server
+			// reseals it as it takes the new token.
+			if err := secretsencryption.Reseal(cmd.Context(), c, current.Password, next.Password); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "resealing the cluster's encryption configuration with the new token: %v; the servers reseal it as they take the new token\n", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "the server token is rotated; servers join with\n%s\n", next)
 			return nil

@@ -148,6 +148,8 @@ func TestBadFlags(t *testing.T) {
 		{"missing encryption config", []string{"--encryption-provider-config=" + missing}, "--encryption-provider-config"},
 		{"reload without an encryption config", []string{"--encryption-provider-config-automatic-reload"}, "--encryption-provider-config"},
 		{"secrets encryption and an encryption config", []string{"--secrets-encryption", "--encryption-provider-config=" + badEncryption}, "--secrets-encryption"},
+		{"secrets encryption with an unknown provider", []string{"--secrets-encryption", "--secrets-encryption-provider=aesgcm"}, "--secrets-encryption-provider"},
+		{"secrets encryption provider without secrets encryption", []string{"--secrets-encryption-provider=secretbox"}, "--secrets-encryption-provider secretbox needs --secrets-encryption"},
 		{"serving certificate that is not PEM", []string{"--tls-cert-file=" + notPEM, "--tls-private-key-file=" + notPEM}, "--tls-cert-file"},
 		{"serving certificate without its key", []string{"--tls-cert-file=" + notPEM}, "--tls-private-key-file"},
 		{"unknown TLS version", []string{"--tls-min-version=VersionTLS14"}, "--tls-min-version"},

@@ -41,6 +41,8 @@ type servers struct {
 	proc map[int]*harness.APIServer
 	// leases are the in-process components' leader election flags.
 	leases []string
+	// common are flags every server takes at every start.
+	common []string
 }
 
 // fastLeases fail a dead leader's components over in about 4 s, not
@@ -60,7 +62,7 @@ func (s *servers) dataDir(i int) string { return filepath.Join(s.root, fmt.Sprin
 func (s *servers) args(i int, extra ...string) []string {
 	args := []string{"--bind-address", harness.Addr(i), "--advertise-address", harness.Addr(i), "--secure-port", "6443",
 		"--service-cluster-ip-range", "10.96.0.0/16"}
-	return append(append(args, s.leases...), extra...)
+	return append(append(append(args, s.leases...), s.common...), extra...)
 }
 
 // hostname is server i's host name: servers on machines of their own
@@ -154,6 +156,7 @@ func TestJoinServers(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := newServers(t)
+	s.common = []string{"--secrets-encryption"}
 	s.start(0, "--cluster-init")
 	token := s.token()
 	if !strings.HasPrefix(token, "K10") || !strings.Contains(token, "::server:") {
@@ -182,11 +185,7 @@ func TestJoinServers(t *testing.T) {
 		t.Errorf("etcd members: want 3 voters\n%s", list)
 	}
 
-	// The key rotation of --secrets-encryption, which each server's own
-	// configuration would miss, is refused on a cluster of servers.
-	if out, err := exec.Command(s.bin, "secrets-encrypt", "rotate-keys", "--data-dir", s.dataDir(1)).CombinedOutput(); err == nil || !strings.Contains(string(out), "one of a cluster of 3 servers") {
-		t.Errorf("secrets-encrypt rotate-keys on a cluster of servers: %v\n%s", err, out)
-	}
+	s.encryptionCycle()
 
 	// A joined server is a member: --cluster-init on its data dir is
 	// refused before anything starts.
@@ -323,6 +322,11 @@ func TestJoinServers(t *testing.T) {
 	// a time, while the others still run on the old CAs: etcd's peers and
 	// the admin's certificates are trusted across the two.
 	rotated = s.rotateCA(1)
+	// The server token seals the cluster's encryption configuration:
+	// rotated, the configuration opens with the new one.
+	if out, err := exec.Command(s.bin, "secrets-encrypt", "status", "--data-dir", s.dataDir(0)).CombinedOutput(); err != nil || !strings.Contains(string(out), "All hashes match") {
+		t.Errorf("secrets-encrypt status after the token's rotation: %v\n%s", err, out)
+	}
 
 	// A server gone for good: deleting its Node (which a server with
 	// --node marks as its own, as here by hand) removes its etcd member.
@@ -400,6 +404,82 @@ func TestJoinServers(t *testing.T) {
 	if list := s.members(0); strings.Count(list, " voter") != 1 {
 		t.Errorf("after --cluster-reset, etcd members:\n%s", list)
 	}
+}
+
+// encryptionCycle runs --secrets-encryption's stages through different
+// servers: every server loads each without a restart, and reads every
+// Secret, whichever server wrote it, at every stage. rotate-keys with a
+// server down goes on without it, and the server takes the new keys at
+// its start, before it reads a Secret.
+func (s *servers) encryptionCycle() {
+	s.t.Helper()
+	ctx := context.Background()
+	secrets := map[string]string{}
+	write := func(via int, name string) {
+		s.t.Helper()
+		value := "value-of-" + name
+		if _, err := s.client(via).CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+			StringData: map[string]string{"v": value}}, metav1.CreateOptions{}); err != nil {
+			s.t.Fatal(err)
+		}
+		secrets[name] = value
+	}
+	readable := func(step string, servers ...int) {
+		s.t.Helper()
+		for _, i := range servers {
+			for name, value := range secrets {
+				got, err := s.client(i).CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{})
+				if err != nil || string(got.Data["v"]) != value {
+					s.t.Fatalf("after %s, server %d reads Secret %s: %v", step, i, name, err)
+				}
+			}
+		}
+	}
+	run := func(via int, args ...string) string {
+		s.t.Helper()
+		out, err := exec.Command(s.bin, append(append([]string{"secrets-encrypt"}, args...), "--data-dir", s.dataDir(via))...).CombinedOutput()
+		if err != nil {
+			s.t.Fatalf("secrets-encrypt %v through server %d: %v\n%s", args, via, err, out)
+		}
+		return string(out)
+	}
+	var status string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		out, err := exec.Command(s.bin, "secrets-encrypt", "status", "--data-dir", s.dataDir(2)).CombinedOutput()
+		status = string(out)
+		return err == nil && strings.Contains(status, "All hashes match") && strings.Count(status, "  yes  ") == 3, nil
+	})
+	if err != nil {
+		s.t.Fatalf("secrets-encrypt status does not show three servers on the record: %v\n%s", err, status)
+	}
+	for i := range 3 {
+		write(i, fmt.Sprintf("enc-%d", i))
+	}
+	for i, stage := range []string{"prepare", "rotate", "reencrypt"} {
+		run(i, stage)
+		write(i, "after-"+stage)
+		readable(stage, 0, 1, 2)
+	}
+	status = run(0, "status")
+	if !strings.Contains(status, "Current Rotation Stage: reencrypt_finished") || strings.Count(status, "  yes  ") != 3 || !strings.Contains(status, "All hashes match") {
+		s.t.Errorf("after prepare, rotate, reencrypt through three servers:\n%s", status)
+	}
+
+	if err := s.proc[2].Terminate(30 * time.Second); err != nil {
+		s.t.Errorf("server 2 stopping: %v", err)
+	}
+	out := run(1, "rotate-keys")
+	if !strings.Contains(out, "down, taking it at their start: "+hostname(2)+"-") {
+		s.t.Errorf("rotate-keys with server 2 down does not name it:\n%s", out)
+	}
+	s.t.Logf("rotate-keys with server 2 down:\n%s", out)
+	write(0, "while-2-down")
+	s.start(2)
+	readable("rotate-keys with server 2 down, and its start", 2)
+	if status = run(2, "status"); !strings.Contains(status, "All hashes match") || strings.Count(status, "  yes  ") != 3 {
+		s.t.Errorf("after server 2's start:\n%s", status)
+	}
+	s.t.Logf("after server 2's start:\n%s", status)
 }
 
 // rotateCA runs certificate generate-ca and rotate-ca on server via's data

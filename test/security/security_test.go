@@ -792,26 +792,34 @@ func TestCertificateRenewal(t *testing.T) {
 }
 
 // TestSecretsEncryption: --secrets-encryption generates a key (0600) and
-// encrypts Secrets with it; `kubeboot secrets-encrypt rotate-keys`
-// rotates the key on the running server, re-encrypting every Secret, and
-// `status` shows them all on the new key; no Secret is lost.
+// encrypts Secrets with it; k3s's cycle runs on the running server, each
+// stage loaded without a restart: prepare, rotate and reencrypt put every
+// Secret on a new key; disable and reencrypt store them unencrypted,
+// enable and reencrypt encrypted again; a stage out of order is refused;
+// restarted with --secrets-encryption-provider=secretbox, rotate-keys
+// moves every Secret to a secretbox key. Every Secret reads back at every
+// step.
 func TestSecretsEncryption(t *testing.T) {
 	dataDir := t.TempDir()
-	srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir,
-		Configure: func(c *controlplane.Config) { c.SecretsEncryption = true }})
-	if err != nil {
-		t.Fatal(err)
+	start := func(provider string) *kubeboottest.Server {
+		t.Helper()
+		srv, err := kubeboottest.StartServer(kubeboottest.Options{DataDir: dataDir,
+			Configure: func(c *controlplane.Config) { c.SecretsEncryption, c.SecretsEncryptionProvider = true, provider }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
 	}
-	defer srv.Stop()
+	srv := start(secretsencryption.AESCBC)
+	defer func() { srv.Stop() }()
 	config := secretsencryption.ConfigPath(dataDir)
 	if fi, err := os.Stat(config); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("encryption configuration %s: %v, %v; want 0600", config, fi, err)
 	}
 	ctx := context.Background()
-	secrets := clientFor(t, srv.Config).CoreV1().Secrets("default")
 	const n = 50
 	for i := range n {
-		if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i)},
+		if _, err := clientFor(t, srv.Config).CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i)},
 			StringData: map[string]string{"v": fmt.Sprintf("plaintext-%d", i)}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -819,30 +827,94 @@ func TestSecretsEncryption(t *testing.T) {
 	if dataDirHolds(t, filepath.Join(dataDir, "etcd"), []byte("plaintext-7")) {
 		t.Error("a Secret's value is in the etcd data dir in plain text")
 	}
-	run := func(args ...string) string {
+	readable := func(step string) {
+		t.Helper()
+		for i := range n {
+			s, err := clientFor(t, srv.Config).CoreV1().Secrets("default").Get(ctx, fmt.Sprintf("s%d", i), metav1.GetOptions{})
+			if err != nil || string(s.Data["v"]) != fmt.Sprintf("plaintext-%d", i) {
+				t.Fatalf("after %s: Secret s%d: %v, %q", step, i, err, s.Data["v"])
+			}
+		}
+	}
+	run := func(args ...string) (string, error) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
 		if code := app.Run(ctx, append([]string{"kubeboot", "secrets-encrypt"}, append(args, "--data-dir", dataDir)...), &stdout, &stderr); code != 0 {
-			t.Fatalf("secrets-encrypt %v: exit %d: %s", args, code, stderr.String())
+			return stdout.String(), fmt.Errorf("exit %d: %s", code, stderr.String())
 		}
-		return stdout.String()
+		return stdout.String(), nil
 	}
-	before := run("status")
-	out := run("rotate-keys")
-	if !strings.Contains(out, fmt.Sprintf("re-encrypted %d of %d Secrets", n, n)) {
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		if err != nil {
+			t.Fatalf("secrets-encrypt %v: %v", args, err)
+		}
+		readable(strings.Join(args, " "))
+		return out
+	}
+	// The server makes the record once ready.
+	var status string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		status, _ = run("status")
+		return strings.Contains(status, "All hashes match"), nil
+	}); err != nil {
+		t.Fatalf("status never shows the server on the record:\n%s", status)
+	}
+	writer := func(status string) string {
+		t.Helper()
+		_, rest, _ := strings.Cut(status, " *  ")
+		line, _, _ := strings.Cut(rest, "\n")
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			t.Fatalf("no active key in\n%s", status)
+		}
+		return fields[1]
+	}
+	first := writer(status)
+	for _, want := range []string{"Encryption Status: Enabled", "Current Rotation Stage: start", "AES-CBC", fmt.Sprintf("Secrets stored with %s: %d", first, n)} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status lacks %q:\n%s", want, status)
+		}
+	}
+
+	if _, err := run("rotate"); err == nil || !strings.Contains(err.Error(), "rotate follows prepare") {
+		t.Errorf("rotate at the stage start: %v", err)
+	}
+	must("prepare")
+	must("rotate")
+	if out := must("reencrypt"); !strings.Contains(out, fmt.Sprintf("re-encrypted %d Secrets", n)) {
+		t.Errorf("reencrypt reported %q", out)
+	}
+	status = must("status")
+	second := writer(status)
+	if second == first || !strings.Contains(status, "Current Rotation Stage: reencrypt_finished") || !strings.Contains(status, fmt.Sprintf("Secrets stored with %s: %d\n", second, n)) ||
+		strings.Count(status, "Secrets stored with") != 1 || strings.Contains(status, first) {
+		t.Errorf("after prepare, rotate, reencrypt: want every Secret on a new key, the old one gone:\n%s", status)
+	}
+
+	must("disable")
+	must("reencrypt")
+	if status = must("status"); !strings.Contains(status, "Encryption Status: Disabled") || !strings.Contains(status, fmt.Sprintf("Secrets stored with identity: %d", n)) {
+		t.Errorf("after disable, reencrypt: want every Secret unencrypted:\n%s", status)
+	}
+	must("enable")
+	must("reencrypt")
+	if status = must("status"); !strings.Contains(status, "Encryption Status: Enabled") || writer(status) == "identity" ||
+		!strings.Contains(status, fmt.Sprintf("Secrets stored with %s: %d", writer(status), n)) {
+		t.Errorf("after enable, reencrypt: want every Secret encrypted:\n%s", status)
+	}
+
+	// Another provider, from the next rotation on.
+	srv.Stop()
+	srv = start(secretsencryption.Secretbox)
+	if out := must("rotate-keys"); !strings.Contains(out, fmt.Sprintf("re-encrypted %d of %d Secrets", n, n)) {
 		t.Errorf("rotate-keys reported %q", out)
 	}
-	after := run("status")
-	key := after[strings.Index(after, "writing with ")+len("writing with ") : strings.Index(after, ";")]
-	if strings.Contains(before, key) || !strings.Contains(after, fmt.Sprintf("Secrets encrypted with %s: %d\n", key, n)) ||
-		strings.Count(after, "Secrets encrypted with") != 1 {
-		t.Errorf("status before:\n%s\nafter:\n%s\nwant every Secret on the new key %s and no other", before, after, key)
-	}
-	for i := range n {
-		s, err := secrets.Get(ctx, fmt.Sprintf("s%d", i), metav1.GetOptions{})
-		if err != nil || string(s.Data["v"]) != fmt.Sprintf("plaintext-%d", i) {
-			t.Fatalf("Secret s%d after rotation: %v, %q", i, err, s.Data["v"])
-		}
+	status = must("status")
+	if key := writer(status); !strings.HasPrefix(key, "secretbox-") || !strings.Contains(status, "XSalsa20-POLY1305") ||
+		!strings.Contains(status, fmt.Sprintf("Secrets stored with %s: %d\n", key, n)) || strings.Count(status, "Secrets stored with") != 1 {
+		t.Errorf("rotate-keys with --secrets-encryption-provider=secretbox: want every Secret on a secretbox key:\n%s", status)
 	}
 }
 

@@ -102,7 +102,8 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.EtcdSnapshotCompress, "etcd-snapshot-compress", c.EtcdSnapshotCompress, "Keep (and upload) scheduled snapshots as zip archives, <name>.zip.")
 	c.EtcdS3.AddFlags(fs)
 	fs.Int64Var(&c.EtcdQuotaBackendBytes, "etcd-quota-backend-bytes", c.EtcdQuotaBackendBytes, "The embedded etcd's database size limit (etcd's --quota-backend-bytes); past it etcd raises its NOSPACE alarm and refuses writes until objects are deleted and compacted. 0: etcd's default, 2 GiB.")
-	fs.BoolVar(&c.SecretsEncryption, "secrets-encryption", c.SecretsEncryption, "Encrypt Secrets at rest with an aescbc key generated on first start, kept in --data-dir (encryption/config.yaml) and rotated by `kubeboot secrets-encrypt rotate-keys` (k3s's flag). Excludes --encryption-provider-config.")
+	fs.BoolVar(&c.SecretsEncryption, "secrets-encryption", c.SecretsEncryption, "Encrypt Secrets at rest with a key generated on first start, kept in --data-dir (encryption/config.yaml), shared by the cluster's servers and changed on all of them by `kubeboot secrets-encrypt` (k3s's flag). Excludes --encryption-provider-config.")
+	fs.StringVar(&c.SecretsEncryptionProvider, "secrets-encryption-provider", c.SecretsEncryptionProvider, "With --secrets-encryption: the type of the keys it generates, aescbc or secretbox (k3s's flag). Changing it takes effect at the next secrets-encrypt rotate-keys or prepare.")
 
 	fs.StringVar(&c.ServiceClusterIPRange, "service-cluster-ip-range", c.ServiceClusterIPRange, "A CIDR notation IP range from which to assign service cluster IPs, or two of different families separated by a comma for dual-stack (kubeadm's default; kube-apiserver's deprecated one is 10.0.0.0/24).")
 	fs.StringVar(&c.ServiceNodePortRange, "service-node-port-range", c.ServiceNodePortRange, "A port range to reserve for services with NodePort visibility. Example: '30000-32767'. Inclusive at both ends of the range.")

@@ -71,26 +71,41 @@ func (r Record) Sync(ctx context.Context) error {
 // follows one of the cluster's records (the join tokens, a CA rotation).
 func FollowSecret(ctx context.Context, client kubernetes.Interface, name string, handle func(*corev1.Secret)) {
 	secrets := client.CoreV1().Secrets(metav1.NamespaceSystem)
+	follow(ctx, client, name, &corev1.Secret{}, secrets.List, secrets.Watch, handle)
+}
+
+// FollowConfigMap is FollowSecret for the ConfigMap kube-system/name (the
+// encryption configuration's record, which no Secret can hold).
+func FollowConfigMap(ctx context.Context, client kubernetes.Interface, name string, handle func(*corev1.ConfigMap)) {
+	configMaps := client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	follow(ctx, client, name, &corev1.ConfigMap{}, configMaps.List, configMaps.Watch, handle)
+}
+
+// follow calls handle with the object name (of prototype's type) as list
+// and watch see it, as
+// it is created and each time it changes, until ctx ends.
+func follow[T, L runtime.Object](ctx context.Context, client kubernetes.Interface, name string, prototype T,
+	list func(context.Context, metav1.ListOptions) (L, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), handle func(T)) {
 	only := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = only
-			return secrets.List(ctx, o)
+			return list(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = only
-			return secrets.Watch(ctx, o)
+			return watchFn(ctx, o)
 		},
 	}
 	call := func(obj any) {
-		if secret, ok := obj.(*corev1.Secret); ok {
-			handle(secret)
+		if o, ok := obj.(T); ok {
+			handle(o)
 		}
 	}
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		// The client tells whether it streams lists (a fake does not).
 		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, client),
-		ObjectType:    &corev1.Secret{},
+		ObjectType:    prototype,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    call,
 			UpdateFunc: func(_, obj any) { call(obj) },
