@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/kubeboottest"
 	"github.com/kubeboot/kubeboot/test/harness"
 )
@@ -46,15 +47,20 @@ const (
 // startServer starts an in-process kubeboot with a short data dir of its
 // own (the embedded etcd's unix socket path must stay under 108 bytes,
 // which a t.TempDir named after a long test name may not). The server is
-// stopped, then the directory removed, when the test ends.
-func startServer(t testing.TB) *kubeboottest.Server {
+// stopped, then the directory removed, when the test ends;
+// configure, if set, changes its configuration.
+func startServer(t testing.TB, configure ...func(*controlplane.Config)) *kubeboottest.Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "kb-badinput-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) }) // runs after the server's Stop
-	return kubeboottest.Start(t, kubeboottest.Options{DataDir: dir})
+	opts := kubeboottest.Options{DataDir: dir}
+	if len(configure) > 0 {
+		opts.Configure = configure[0]
+	}
+	return kubeboottest.Start(t, opts)
 }
 
 // httpClientFor returns an HTTP client for cfg (TLS and credentials as

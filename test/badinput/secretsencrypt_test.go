@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/platform/clusterjoin"
 )
 
@@ -44,5 +45,49 @@ func TestBadSecretsEncryptCommands(t *testing.T) {
 				t.Errorf("kubeboot %s: exit %d, stderr %q; want one line saying %q", strings.Join(args, " "), res.exitCode, res.stderr, tt.want)
 			}
 		})
+	}
+}
+
+// TestBadSecretsEncryptStages runs stages out of order on a running
+// server: one line naming the cause, and the cluster's configuration
+// unchanged. On a server without --secrets-encryption, a stage says so.
+func TestBadSecretsEncryptStages(t *testing.T) {
+	t.Parallel()
+	binary(t)
+	srv := startServer(t, func(c *controlplane.Config) { c.SecretsEncryption = true })
+	status := func() string {
+		t.Helper()
+		res := runKubeboot(t, "secrets-encrypt", "status", "--data-dir", srv.DataDir)
+		if res.exitCode != 0 {
+			t.Fatalf("status: %s", res.stderr)
+		}
+		return res.stdout
+	}
+	before := status()
+	if !strings.Contains(before, "All hashes match") {
+		t.Fatalf("status of a ready server:\n%s", before)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"rotate before prepare", []string{"rotate"}, "rotate: the cluster is at the stage start; rotate follows prepare"},
+		{"reencrypt before rotate", []string{"reencrypt"}, "reencrypt follows rotate or reencrypt_request or reencrypt_active"},
+		{"enable when enabled", []string{"enable"}, "Secrets are encrypted already"},
+	} {
+		res := runKubeboot(t, append(append([]string{"secrets-encrypt"}, tt.args...), "--data-dir", srv.DataDir)...)
+		if lines := stderrLines(res.stderr); res.exitCode == 0 || len(lines) != 1 || !strings.Contains(res.stderr, tt.want) {
+			t.Errorf("%s: exit %d, stderr %q; want one line saying %q", tt.name, res.exitCode, res.stderr, tt.want)
+		}
+		if after := status(); after != before {
+			t.Errorf("%s changed the status:\n%s\nafter:\n%s", tt.name, before, after)
+		}
+	}
+
+	plain := startServer(t)
+	res := runKubeboot(t, "secrets-encrypt", "prepare", "--data-dir", plain.DataDir)
+	if lines := stderrLines(res.stderr); res.exitCode == 0 || len(lines) != 1 || !strings.Contains(res.stderr, "is the server running, with --secrets-encryption?") {
+		t.Errorf("prepare on a server without --secrets-encryption: exit %d, stderr %q", res.exitCode, res.stderr)
 	}
 }

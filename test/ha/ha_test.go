@@ -406,9 +406,10 @@ func TestJoinServers(t *testing.T) {
 	}
 }
 
-// encryptionCycle runs --secrets-encryption's stages through different
-// servers: every server loads each without a restart, and reads every
-// Secret, whichever server wrote it, at every stage. rotate-keys with a
+// encryptionCycle runs --secrets-encryption's stages (prepare, rotate,
+// reencrypt; disable, enable) through different servers: every server
+// loads each without a restart, and reads every Secret, whichever server
+// wrote it, at every stage. rotate-keys with a
 // server down goes on without it, and the server takes the new keys at
 // its start, before it reads a Secret.
 func (s *servers) encryptionCycle() {
@@ -463,6 +464,14 @@ func (s *servers) encryptionCycle() {
 	status = run(0, "status")
 	if !strings.Contains(status, "Current Rotation Stage: reencrypt_finished") || strings.Count(status, "  yes  ") != 3 || !strings.Contains(status, "All hashes match") {
 		s.t.Errorf("after prepare, rotate, reencrypt through three servers:\n%s", status)
+	}
+	for i, stage := range []string{"disable", "reencrypt", "enable", "reencrypt"} {
+		run((i+1)%3, stage)
+		write((i+1)%3, fmt.Sprintf("after-%s-%d", stage, i))
+		readable(stage, 0, 1, 2)
+		if status = run(i%3, "status"); i == 1 && !strings.Contains(status, "Encryption Status: Disabled") {
+			s.t.Errorf("after disable and reencrypt:\n%s", status)
+		}
 	}
 
 	if err := s.proc[2].Terminate(30 * time.Second); err != nil {

@@ -131,7 +131,7 @@ const sealIterations = 100_000
 
 // sealVersion begins every sealed value, for a later format to tell it
 // apart.
-var sealVersion = []byte("kubeboot-sealed-v1:")
+const sealVersion = "kubeboot-sealed-v1:"
 
 // seal encrypts plain with AES-256-GCM under a key derived from password
 // with a random salt: version, salt (16 bytes), nonce, ciphertext.
@@ -148,13 +148,13 @@ func seal(password string, plain []byte) ([]byte, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	out := append(append(append(bytes.Clone(sealVersion), salt...), nonce...), aead.Seal(nil, nonce, plain, sealVersion)...)
+	out := append(append(append([]byte(sealVersion), salt...), nonce...), aead.Seal(nil, nonce, plain, []byte(sealVersion))...)
 	return out, nil
 }
 
 // unseal reverses seal.
 func unseal(password string, sealed []byte) ([]byte, error) {
-	rest, ok := bytes.CutPrefix(sealed, sealVersion)
+	rest, ok := bytes.CutPrefix(sealed, []byte(sealVersion))
 	if !ok || len(rest) < 16 {
 		return nil, errors.New("not a sealed value")
 	}
@@ -166,7 +166,7 @@ func unseal(password string, sealed []byte) ([]byte, error) {
 	if len(rest) < aead.NonceSize() {
 		return nil, errors.New("not a sealed value")
 	}
-	plain, err := aead.Open(nil, rest[:aead.NonceSize()], rest[aead.NonceSize():], sealVersion)
+	plain, err := aead.Open(nil, rest[:aead.NonceSize()], rest[aead.NonceSize():], []byte(sealVersion))
 	if err != nil {
 		return nil, errors.New("wrong token or damaged value")
 	}

@@ -64,8 +64,15 @@ type Changed struct {
 }
 
 // ErrNoRecord is a cluster whose servers have not made the record: no
-// server runs with --secrets-encryption, or none has been ready yet.
-var ErrNoRecord = fmt.Errorf("the cluster has no record of its encryption configuration (ConfigMap kube-system/%s): is the server running, with --secrets-encryption?", RecordName)
+// server runs with --secrets-encryption, or none has been ready yet. (A
+// type, not errors.New: no package init for every process to run.)
+var ErrNoRecord error = noRecordError{}
+
+type noRecordError struct{}
+
+func (noRecordError) Error() string {
+	return "the cluster has no record of its encryption configuration (ConfigMap kube-system/" + RecordName + "): is the server running, with --secrets-encryption?"
+}
 
 // read reads the record and its configuration.
 func (c Cluster) read(ctx context.Context) (*record, Config, error) {
