@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeboot/kubeboot/internal/agent"
+	"github.com/kubeboot/kubeboot/internal/app/configfile"
 	"github.com/kubeboot/kubeboot/internal/platform/version"
 )
 
@@ -21,7 +22,7 @@ anything is sent; the node's name is bound to a password kept in --data-dir, so
 no other host can take it over. A restart needs no flags but the data dir.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			warnings, err := applyConfigFile(cmd.Flags())
+			warnings, err := configfile.Apply(cmd.Flags())
 			if err != nil {
 				return err
 			}
@@ -49,7 +50,7 @@ no other host can take it over. A restart needs no flags but the data dir.`,
 		},
 	}
 	o.AddFlags(cmd.Flags())
-	addConfigFlag(cmd)
+	configfile.AddFlag(cmd)
 	addLogFlags(cmd)
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/app/configfile"
 	"github.com/kubeboot/kubeboot/internal/app/options"
 	"github.com/kubeboot/kubeboot/internal/platform/progress"
 	"github.com/kubeboot/kubeboot/internal/platform/version"
@@ -30,7 +31,7 @@ certificates and admin.kubeconfig are generated there on first start.`,
 		},
 	}
 	o.AddFlags(cmd.Flags())
-	addConfigFlag(cmd)
+	configfile.AddFlag(cmd)
 	addLogFlags(cmd)
 	return cmd
 }
@@ -71,7 +72,7 @@ with the token in <data-dir>/token (kubeboot agent).`,
 	if err == nil {
 		o.AddFlags(cmd.Flags())
 	}
-	addConfigFlag(cmd)
+	configfile.AddFlag(cmd)
 	addLogFlags(cmd)
 	return cmd
 }
@@ -85,7 +86,7 @@ func runControlPlane(cmd *cobra.Command, validate func() error, config func() co
 		debug.SetGCPercent(startupGCPercent)
 		debug.SetMemoryLimit(startupLimit(0))
 	}
-	warnings, err := applyConfigFile(cmd.Flags())
+	warnings, err := configfile.Apply(cmd.Flags())
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package app
+package configfile
 
 import (
 	"os"
@@ -54,11 +54,11 @@ feature-gates: {B: false, A: true}
 			fs.Int64("etcd-quota-backend-bytes", 0, "")
 			fs.StringArray("kubelet-arg", nil, "")
 			fs.String("feature-gates", "", "")
-			addConfigFlag(cmd)
+			AddFlag(cmd)
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			warnings, err := applyConfigFile(fs)
+			warnings, err := Apply(fs)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got error %v, want one saying %q", err, tc.err)
@@ -83,12 +83,46 @@ feature-gates: {B: false, A: true}
 // The default file is read only if it is there.
 func TestApplyConfigFileDefaultAbsent(t *testing.T) {
 	cmd := &cobra.Command{Use: "server"}
-	addConfigFlag(cmd)
-	if err := cmd.Flags().Set(configFlag, filepath.Join(t.TempDir(), "config.yaml")); err != nil {
+	AddFlag(cmd)
+	if err := cmd.Flags().Set(flagName, filepath.Join(t.TempDir(), "config.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Flags().Lookup(configFlag).Changed = false // as the default
-	if _, err := applyConfigFile(cmd.Flags()); err != nil {
+	cmd.Flags().Lookup(flagName).Changed = false // as the default
+	if _, err := Apply(cmd.Flags()); err != nil {
 		t.Errorf("an absent default file: %v", err)
 	}
+}
+
+// FuzzApplyConfigFile: any --config file sets flags, or is refused with an
+// error naming the file; none panics.
+func FuzzApplyConfigFile(f *testing.F) {
+	for _, s := range []string{
+		"data-dir: /srv/kubeboot\nsecure-port: 7443\nkubelet-arg: [--max-pods=200]\nfeature-gates: {A: true}\nnode: true\n",
+		"secure-port: [1, 2]\n", "secure-port: high\n", "- data-dir\n", "data-dir: [\n", "feature-gates: {A: {B: c}}\n",
+		"kubelet-arg: {a: b}\n", "node: 1.5e300\n", "data-dir: null\n", "",
+	} {
+		f.Add([]byte(s))
+	}
+	path := filepath.Join(f.TempDir(), "config.yaml")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := &cobra.Command{Use: "server"}
+		fs := cmd.Flags()
+		fs.String("data-dir", "/var/lib/kubeboot", "")
+		fs.Int("secure-port", 6443, "")
+		fs.Bool("node", false, "")
+		fs.StringArray("kubelet-arg", nil, "")
+		fs.StringSlice("disable", nil, "")
+		fs.Duration("timeout", 0, "")
+		fs.String("feature-gates", "", "")
+		AddFlag(cmd)
+		if err := fs.Parse([]string{"--config", path}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Apply(fs); err != nil && !strings.Contains(err.Error(), path) {
+			t.Errorf("Apply(%q): the error does not name the file: %v", data, err)
+		}
+	})
 }

@@ -1,4 +1,7 @@
-package app
+// Package configfile is k3s's configuration file for kubeboot's commands:
+// a YAML map of the command's long flag names to values (--config), under
+// the flags given on the command line.
+package configfile
 
 import (
 	"errors"
@@ -16,14 +19,14 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// configFlag names the configuration file of `kubeboot server` and
+// flagName names the configuration file of `kubeboot server` and
 // `kubeboot apiserver`: k3s's format, whose keys are the long flag names.
-const configFlag = "config"
+const flagName = "config"
 
-// defaultConfigFile is where the configuration file is read from when
+// defaultFile is where the configuration file is read from when
 // --config is not given: /etc/kubeboot/config.yaml for root, else
 // ~/.config/kubeboot/config.yaml (XDG's place).
-func defaultConfigFile() string {
+func defaultFile() string {
 	if os.Geteuid() == 0 {
 		return "/etc/kubeboot/config.yaml"
 	}
@@ -34,23 +37,23 @@ func defaultConfigFile() string {
 	return filepath.Join(dir, "kubeboot", "config.yaml")
 }
 
-// addConfigFlag registers --config on cmd.
-func addConfigFlag(cmd *cobra.Command) {
-	cmd.Flags().String(configFlag, defaultConfigFile(),
+// AddFlag registers --config on cmd.
+func AddFlag(cmd *cobra.Command) {
+	cmd.Flags().String(flagName, defaultFile(),
 		"A YAML file of flag values, keyed by the long flag names (k3s's format: data-dir: /srv/kubeboot, kubelet-arg: [--max-pods=200]). Flags on the command line win over it. The default file is read only if it exists.")
 }
 
-// applyConfigFile sets the flags of flags that the command line left unset
+// Apply sets the flags of flags that the command line left unset
 // from the --config file; it returns a warning for each flag set both
 // ways, to different values. An unknown key, a value a flag refuses and a
 // file that is not a YAML map are errors naming the file and the key.
-func applyConfigFile(flags *pflag.FlagSet) (warnings []string, _ error) {
-	path, err := flags.GetString(configFlag)
+func Apply(flags *pflag.FlagSet) (warnings []string, _ error) {
+	path, err := flags.GetString(flagName)
 	if err != nil || path == "" {
 		return nil, err
 	}
 	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) && !flags.Changed(configFlag) {
+	if errors.Is(err, fs.ErrNotExist) && !flags.Changed(flagName) {
 		return nil, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
@@ -62,7 +65,7 @@ func applyConfigFile(flags *pflag.FlagSet) (warnings []string, _ error) {
 	}
 	for _, key := range slices.Sorted(maps.Keys(values)) {
 		f := flags.Lookup(key)
-		if f == nil || key == configFlag {
+		if f == nil || key == flagName {
 			return nil, fmt.Errorf("--config %s: unknown key %q: the keys are the command's long flag names", path, key)
 		}
 		args, err := flagValues(values[key])
