@@ -79,11 +79,7 @@ func TestBadCertificateCommands(t *testing.T) {
 			if !strings.Contains(strings.Join(args, " "), "--data-dir") {
 				args = append(args, "--data-dir", dataDir)
 			}
-			res := runKubeboot(t, args...)
-			lines := stderrLines(res.stderr)
-			if res.exitCode == 0 || len(lines) != 1 || !strings.Contains(res.stderr, tt.want) {
-				t.Errorf("kubeboot %s: exit %d, stderr %q; want one line saying %q", strings.Join(args, " "), res.exitCode, res.stderr, tt.want)
-			}
+			refusedInOneLine(t, tt.want, args...)
 			if after := snapshotDir(t, pkiDir); after != before {
 				t.Errorf("the pki changed:\nbefore:\n%s\nafter:\n%s", before, after)
 			}

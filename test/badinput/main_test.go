@@ -367,6 +367,16 @@ func tail(s string, n int) string {
 	return "..." + s[len(s)-n:]
 }
 
+// refusedInOneLine runs kubeboot with args and checks that it failed with
+// one line on stderr saying want.
+func refusedInOneLine(t *testing.T, want string, args ...string) {
+	t.Helper()
+	res := runKubeboot(t, args...)
+	if lines := stderrLines(res.stderr); res.exitCode == 0 || len(lines) != 1 || !strings.Contains(res.stderr, want) {
+		t.Errorf("kubeboot %s: exit %d, stderr %q; want one line saying %q", strings.Join(args, " "), res.exitCode, res.stderr, want)
+	}
+}
+
 // stderrLines returns the non-empty lines of s.
 func stderrLines(s string) []string {
 	var out []string

@@ -39,11 +39,7 @@ func TestBadSecretsEncryptCommands(t *testing.T) {
 			if !strings.Contains(strings.Join(args, " "), "--data-dir") {
 				args = append(args, "--data-dir", dataDir)
 			}
-			res := runKubeboot(t, args...)
-			lines := stderrLines(res.stderr)
-			if res.exitCode == 0 || len(lines) != 1 || !strings.Contains(res.stderr, tt.want) {
-				t.Errorf("kubeboot %s: exit %d, stderr %q; want one line saying %q", strings.Join(args, " "), res.exitCode, res.stderr, tt.want)
-			}
+			refusedInOneLine(t, tt.want, args...)
 		})
 	}
 }
@@ -76,18 +72,12 @@ func TestBadSecretsEncryptStages(t *testing.T) {
 		{"reencrypt before rotate", []string{"reencrypt"}, "reencrypt follows rotate or reencrypt_request or reencrypt_active"},
 		{"enable when enabled", []string{"enable"}, "Secrets are encrypted already"},
 	} {
-		res := runKubeboot(t, append(append([]string{"secrets-encrypt"}, tt.args...), "--data-dir", srv.DataDir)...)
-		if lines := stderrLines(res.stderr); res.exitCode == 0 || len(lines) != 1 || !strings.Contains(res.stderr, tt.want) {
-			t.Errorf("%s: exit %d, stderr %q; want one line saying %q", tt.name, res.exitCode, res.stderr, tt.want)
-		}
+		refusedInOneLine(t, tt.want, append(append([]string{"secrets-encrypt"}, tt.args...), "--data-dir", srv.DataDir)...)
 		if after := status(); after != before {
 			t.Errorf("%s changed the status:\n%s\nafter:\n%s", tt.name, before, after)
 		}
 	}
 
 	plain := startServer(t)
-	res := runKubeboot(t, "secrets-encrypt", "prepare", "--data-dir", plain.DataDir)
-	if lines := stderrLines(res.stderr); res.exitCode == 0 || len(lines) != 1 || !strings.Contains(res.stderr, "is the server running, with --secrets-encryption?") {
-		t.Errorf("prepare on a server without --secrets-encryption: exit %d, stderr %q", res.exitCode, res.stderr)
-	}
+	refusedInOneLine(t, "is the server running, with --secrets-encryption?", "secrets-encrypt", "prepare", "--data-dir", plain.DataDir)
 }
