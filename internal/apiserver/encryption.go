@@ -26,7 +26,7 @@ const hookEncryptionReload = "start-encryption-provider-config-automatic-reload"
 // encryptionReloadPeriod is how often the reload controller looks at the
 // file: a quarter of a second, where kube-apiserver's looks every minute,
 // so that each stage of kubeboot secrets-encrypt (which waits for every
-// server's reload) takes about a second. Reading and hashing a small file
+// server's reload) takes seconds, not minutes. Reading and hashing a small file
 // four times a second costs nothing measurable.
 const encryptionReloadPeriod = 250 * time.Millisecond
 

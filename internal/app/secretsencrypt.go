@@ -100,19 +100,13 @@ func printStatus(out io.Writer, st secretsencryption.Status) {
 	}
 	fmt.Fprintf(out, "Encryption Status: %s\n", enabled)
 	fmt.Fprintf(out, "Current Rotation Stage: %s\n", st.Stage)
-	var behind []string
-	for _, name := range st.Up {
-		if st.Servers[name].Hash != st.Hash {
-			behind = append(behind, name)
-		}
-	}
 	switch {
 	case st.NoRecord:
 		fmt.Fprintln(out, "Server Encryption Hashes: no record yet (the servers make it once ready); this server's file is shown")
-	case len(behind) == 0:
+	case len(st.Behind) == 0:
 		fmt.Fprintln(out, "Server Encryption Hashes: All hashes match")
 	default:
-		fmt.Fprintf(out, "Server Encryption Hashes: hash does not match at server(s) %s\n", strings.Join(behind, ", "))
+		fmt.Fprintf(out, "Server Encryption Hashes: hash does not match at server(s) %s\n", strings.Join(st.Behind, ", "))
 	}
 	fmt.Fprintln(out)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -133,7 +127,7 @@ func printStatus(out io.Writer, st secretsencryption.Status) {
 		for _, name := range st.Up {
 			s := st.Servers[name]
 			loaded := "yes"
-			if s.Hash != st.Hash {
+			if slices.Contains(st.Behind, name) {
 				loaded = "no"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, s.Stage, loaded, s.Provider)
@@ -229,13 +223,13 @@ Secrets.`,
 		Args: cobra.NoArgs,
 		RunE: e.run(func(cmd *cobra.Command, c secretsencryption.Cluster) error {
 			start := time.Now()
-			key, done, err := c.RotateKeys(cmd.Context(), force, start)
+			done, err := c.RotateKeys(cmd.Context(), force, start)
 			if err != nil {
 				return err
 			}
 			took := done.Took.Seconds()
 			fmt.Fprintf(cmd.OutOrStdout(), "re-encrypted %d Secrets in %s (%.0f/s); rotated to key %s in %s\n", done.Secrets,
-				done.Took.Round(time.Millisecond), float64(done.Secrets)/max(took, 1e-9), key, time.Since(start).Round(time.Millisecond))
+				done.Took.Round(time.Millisecond), float64(done.Secrets)/max(took, 1e-9), done.Writer, time.Since(start).Round(time.Millisecond))
 			printChanged(cmd.OutOrStdout(), "rotate-keys", done.Changed)
 			return nil
 		}),

@@ -96,7 +96,13 @@ func (r record) open(tokenFile string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := unseal(token.Password, r.BinaryData[recordConfigKey])
+	return r.openWith(token.Password, tokenFile)
+}
+
+// openWith unseals the record's configuration with password, the token's
+// in tokenFile.
+func (r record) openWith(password, tokenFile string) ([]byte, error) {
+	data, err := unseal(password, r.BinaryData[recordConfigKey])
 	if err != nil {
 		return nil, fmt.Errorf("the cluster's encryption configuration (ConfigMap kube-system/%s) does not open with the server token in %s: %w; if the token was rotated while this server was down, write the cluster's current token there",
 			RecordName, tokenFile, err)
@@ -314,27 +320,35 @@ func (f Follower) sync(ctx context.Context, logger klog.Logger, known *string) e
 	if err != nil {
 		return err
 	}
-	if _, err := unseal(token.Password, r.BinaryData[recordConfigKey]); err != nil && *known != "" && *known != token.Password {
-		// The token was rotated (the cluster's record of it, which this
-		// server follows, changed its file) and the record not resealed
-		// yet: it is, with the password it opened with before.
-		if err := Reseal(ctx, f.Client, *known, token.Password); err != nil {
+	// The record is unsealed (PBKDF2, tens of milliseconds) only when the
+	// file lacks its configuration or the token is not the one it last
+	// opened with: not at every event (each server's state is one).
+	current, err := os.ReadFile(f.Path)
+	stale := err != nil || contentHash(current) != r.hash()
+	if stale || token.Password != *known {
+		data, err := r.openWith(token.Password, f.TokenFile)
+		switch {
+		case err != nil && *known != "" && *known != token.Password:
+			// The token was rotated (the cluster's record of it, which
+			// this server follows, changed its file) and the record not
+			// resealed yet: it is, with the password it opened with
+			// before.
+			if err := Reseal(ctx, f.Client, *known, token.Password); err != nil {
+				return err
+			}
+			logger.Info("The server token was rotated: resealed the cluster's encryption configuration with it")
+			return nil // the update's event follows
+		case err != nil:
 			return err
 		}
-		logger.Info("The server token was rotated: resealed the cluster's encryption configuration with it")
-		return nil // the update's event follows
+		*known = token.Password
+		if stale {
+			if _, err := writeFile(f.Path, data); err != nil {
+				return err
+			}
+			logger.Info("The cluster's encryption configuration changed: wrote it", "stage", r.stage(), "path", f.Path)
+		}
 	}
-	if current, err := os.ReadFile(f.Path); err != nil || contentHash(current) != r.hash() {
-		data, err := r.open(f.TokenFile)
-		if err != nil {
-			return err
-		}
-		if _, err := writeFile(f.Path, data); err != nil {
-			return err
-		}
-		logger.Info("The cluster's encryption configuration changed: wrote it", "stage", r.stage(), "path", f.Path)
-	}
-	*known = token.Password
 	hash, err := encryptionconfig.GetEncryptionConfigHash(f.Path)
 	if err != nil {
 		return err

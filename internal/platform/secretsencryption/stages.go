@@ -61,6 +61,10 @@ type Changed struct {
 	Stage string
 	// Down are the servers that were down: they take it at their start.
 	Down []string
+	// Writer is the key that writes now.
+	Writer Key
+	// hash is the recorded configuration's.
+	hash string
 }
 
 // ErrNoRecord is a cluster whose servers have not made the record: no
@@ -108,7 +112,6 @@ type stageChange struct {
 // edited configuration is recorded at s.to, and change waits until every
 // running server has loaded it.
 func (c Cluster) change(ctx context.Context, s stageChange, force bool) (Changed, error) {
-	var hash string
 	var changed Changed
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		r, cfg, err := c.read(ctx)
@@ -146,13 +149,13 @@ func (c Cluster) change(ctx context.Context, s stageChange, force bool) (Changed
 		if _, err := c.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(ctx, r.ConfigMap, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
-		hash, changed = r.hash(), Changed{Stage: s.to, Down: down}
+		changed = Changed{Stage: s.to, Down: down, Writer: next.Writer(), hash: r.hash()}
 		return nil
 	})
 	if err != nil {
 		return Changed{}, err
 	}
-	return changed, c.waitServers(ctx, s.command, hash)
+	return changed, c.waitServers(ctx, s.command, changed.hash)
 }
 
 // behind are the servers of up that have not recorded the record's
@@ -308,18 +311,14 @@ type Reencrypted struct {
 // keep, drops every other key but identity on every server.
 func (c Cluster) Reencrypt(ctx context.Context, force, keep bool) (Reencrypted, error) {
 	// Marked active first: a reencrypt that stops half way is run again.
-	_, err := c.change(ctx, stageChange{command: "reencrypt", from: []string{StageRotate, StageReencryptRequest, StageReencryptActive},
+	active, err := c.change(ctx, stageChange{command: "reencrypt", from: []string{StageRotate, StageReencryptRequest, StageReencryptActive},
 		to: StageReencryptActive, edit: func(_ *record, cfg Config) (Config, error) { return cfg, nil }}, force)
-	if err != nil {
-		return Reencrypted{}, err
-	}
-	r, _, err := c.read(ctx)
 	if err != nil {
 		return Reencrypted{}, err
 	}
 	// The file this server loaded is the record's (change waited for
 	// it): the rewriting uses the keys the servers use.
-	if current, err := os.ReadFile(c.Path); err != nil || contentHash(current) != r.hash() {
+	if current, err := os.ReadFile(c.Path); err != nil || contentHash(current) != active.hash {
 		return Reencrypted{}, fmt.Errorf("reencrypt: %s is not the cluster's configuration: is this server running?", c.Path)
 	}
 	start := time.Now()
@@ -386,24 +385,20 @@ func (c Cluster) Disable(ctx context.Context, force bool) (Changed, error) {
 		}}, force)
 }
 
-// RotateKeys runs prepare, rotate and reencrypt, and returns the new key's
-// name.
-func (c Cluster) RotateKeys(ctx context.Context, force bool, now time.Time) (string, Reencrypted, error) {
+// RotateKeys runs prepare, rotate and reencrypt; the new key is
+// Changed.Writer.
+func (c Cluster) RotateKeys(ctx context.Context, force bool, now time.Time) (Reencrypted, error) {
 	if _, err := c.Prepare(ctx, force, now); err != nil {
-		return "", Reencrypted{}, fmt.Errorf("rotate-keys: %w", err)
+		return Reencrypted{}, fmt.Errorf("rotate-keys: %w", err)
 	}
 	if _, err := c.Rotate(ctx, false); err != nil {
-		return "", Reencrypted{}, fmt.Errorf("rotate-keys: %w", err)
+		return Reencrypted{}, fmt.Errorf("rotate-keys: %w", err)
 	}
 	done, err := c.Reencrypt(ctx, false, false)
 	if err != nil {
-		return "", done, fmt.Errorf("rotate-keys: %w", err)
+		return done, fmt.Errorf("rotate-keys: %w", err)
 	}
-	_, cfg, err := c.read(ctx)
-	if err != nil {
-		return "", done, err
-	}
-	return cfg.Writer().Name, done, nil
+	return done, nil
 }
 
 // Status is the cluster's encryption as status shows it.
@@ -411,13 +406,12 @@ type Status struct {
 	// Stage is the cycle's stage; Config the keys.
 	Stage  string
 	Config Config
-	// Servers are the servers' states, Down those not running.
-	Servers map[string]ServerState
-	Up      []string
-	Down    []string
-	// Hash is the configuration's; a server whose state has another has
-	// not loaded it.
-	Hash string
+	// Servers are the servers' states; Up those running, Behind those of
+	// them that have not loaded the configuration, Down those not
+	// running.
+	Servers  map[string]ServerState
+	Up, Down []string
+	Behind   []string
 	// Secrets counts the Secrets by the key that stored them.
 	Secrets map[string]int
 	// NoRecord says that the cluster has no record yet: Config is the
@@ -439,12 +433,13 @@ func (c Cluster) ReadStatus(ctx context.Context) (Status, error) {
 	case err != nil:
 		return Status{}, err
 	default:
-		st.Stage, st.Config, st.Hash, st.Servers = r.stage(), cfg, r.hash(), r.servers()
+		st.Stage, st.Config, st.Servers = r.stage(), cfg, r.servers()
 	}
 	if r != nil {
 		if st.Up, st.Down, err = c.servers(ctx, r); err != nil {
 			return Status{}, err
 		}
+		st.Behind = r.behind(st.Up)
 	}
 	if st.Secrets, err = CountSecrets(ctx, c.Etcd, c.Prefix); err != nil {
 		return Status{}, err
