@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"path/filepath"
 
+	"github.com/spf13/pflag"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +45,17 @@ type ReadyComponent interface {
 	Component
 	// Ready is closed once the component is ready.
 	Ready() <-chan struct{}
+}
+
+// FlagsComponent is a Component that is an upstream component with
+// flags of its own (kube-controller-manager, kube-scheduler): the server
+// publishes the settings it runs with as that component's command line
+// (componentflags), since no process of its own shows them.
+type FlagsComponent interface {
+	Component
+	// Flags returns the completed component's settings as its flags,
+	// and its flags as its own binary registers them (its defaults).
+	Flags() (flags, defaults []*pflag.FlagSet)
 }
 
 // Settings are the control plane's settings a component may take its own

@@ -195,6 +195,9 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.publishFlags(); err != nil {
+		return nil, fmt.Errorf("publishing the components' settings: %w", err)
+	}
 	return s, nil
 }
 

@@ -158,10 +158,11 @@ func StartServer(opts Options) (_ *Server, err error) {
 		if err != nil {
 			return nil, err
 		}
+		flags := kubecontrollermanager.Flags(cm)
 		cm.Generic.Controllers = opts.Controllers
 		// No lease: the test's servers each run their controllers.
 		cm.Generic.LeaderElection.LeaderElect = false
-		cfg.Components = append(cfg.Components, kubecontrollermanager.New(cm))
+		cfg.Components = append(cfg.Components, kubecontrollermanager.New(cm, flags))
 	}
 	if opts.SimulatedNodes > 0 {
 		nodes := simulatednodes.NewOptions()

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apiserver/pkg/server/flagz"
+	cliflag "k8s.io/component-base/cli/flag"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
@@ -65,6 +68,10 @@ type Server struct {
 	// openAPIV3 is the OpenAPI v3 configuration the chain's servers share.
 	openAPIV3 *common.OpenAPIV3Config
 
+	// Flags are the settings the server runs with as kube-apiserver's
+	// flags (Flags), which /flagz serves.
+	Flags cliflag.NamedFlagSets
+
 	Scheme   *runtime.Scheme
 	Client   kubernetes.Interface
 	Loopback *rest.Config
@@ -119,6 +126,8 @@ func New(cfg Config, res Resources) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Flags = Flags(cfg, res)
+	c.generic.Flagz = flagz.NamedFlagSetsReader{FlagSets: s.Flags}
 	s.Client, s.Loopback, s.internalClient, s.informers, s.loopback = c.client, c.generic.LoopbackClientConfig, c.internalClient, c.informers, c.loopback
 	s.inProcessTokens = c.inProcessTokens
 	s.destroy = func() { c.close() }

@@ -184,6 +184,20 @@ func TestJoinServers(t *testing.T) {
 	if n := strings.Count(list, " voter"); n != 3 || strings.Contains(list, "learner") {
 		t.Errorf("etcd members: want 3 voters\n%s", list)
 	}
+	// The members' peers reach each other over TLS with mutual
+	// authentication: the CIS benchmark's 2.4 and 2.5, which kubeboot's
+	// kube-bench profile leaves to this test (a lone server has no peers).
+	for i := range 3 {
+		flags, err := os.ReadFile(filepath.Join(s.dataDir(i), "flags", "etcd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"--peer-client-cert-auth=true", "--peer-cert-file=", "--peer-key-file=", "--listen-peer-urls=https://" + harness.Addr(i) + ":2380"} {
+			if !strings.Contains(string(flags), want) {
+				t.Errorf("server %d's etcd flags have no %s: %s", i, want, flags)
+			}
+		}
+	}
 
 	s.encryptionCycle()
 

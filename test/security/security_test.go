@@ -1054,3 +1054,61 @@ func refuseUnrelatedCA(t *testing.T, run func(args ...string) (string, string, i
 		t.Fatalf("a refused rotation staged something: %v", err)
 	}
 }
+
+// TestEffectiveFlags: a server publishes what kube-apiserver and its
+// in-process components run with as their own flags, for auditors
+// (SECURITY.md, hack/kube-bench): a command line per component in the
+// data dir's flags/, readable by root only, and kube-apiserver's flags
+// at /flagz (upstream's endpoint), both with the values resolved at
+// start and what a flag changed.
+func TestEffectiveFlags(t *testing.T) {
+	srv := kubeboottest.Start(t, kubeboottest.Options{Controllers: []string{"*"}, Configure: func(c *controlplane.Config) {
+		c.Audit.LogOptions.MaxAge = 7
+	}})
+	line := func(component string) string {
+		t.Helper()
+		path := filepath.Join(srv.DataDir, "flags", component)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", path, fi.Mode().Perm())
+		}
+		if !strings.HasPrefix(string(data), component+" --") {
+			t.Errorf("%s: %q, want %s's command line", path, data, component)
+		}
+		return string(data)
+	}
+	for component, want := range map[string][]string{
+		"kube-apiserver": {"--authorization-mode=Node,RBAC", "--profiling=false", "--anonymous-auth=false", "--audit-log-maxage=7",
+			"--enable-admission-plugins=NamespaceLifecycle,", ",NodeRestriction,", "--client-ca-file=" + filepath.Join(srv.DataDir, "pki", "ca.crt"),
+			"--kubelet-client-certificate=" + filepath.Join(srv.DataDir, "pki")},
+		"kube-controller-manager": {"--use-service-account-credentials=true", "--profiling=false", "--bind-address=127.0.0.1",
+			"--root-ca-file=" + filepath.Join(srv.DataDir, "pki", "ca.crt")},
+		"etcd": {"--data-dir=" + filepath.Join(srv.DataDir, "etcd"), "--listen-client-urls=unix://"},
+	} {
+		got := line(component)
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s's flags have no %s: %s", component, w, got)
+			}
+		}
+		// Off by default: not on the line, as not on a command line.
+		for _, off := range []string{"--token-auth-file", "--encryption-provider-config", "--contention-profiling"} {
+			if strings.Contains(got, off) {
+				t.Errorf("%s's flags name %s: %s", component, off, got)
+			}
+		}
+	}
+
+	body, err := clientFor(t, srv.Config).CoreV1().RESTClient().Get().AbsPath("/flagz").SetHeader("Accept", "text/plain").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("GET /flagz: %v", err)
+	}
+	for _, w := range []string{"authorization-mode", "Node,RBAC", "audit-log-maxage"} {
+		if !strings.Contains(string(body), w) {
+			t.Errorf("/flagz has no %s:\n%s", w, body)
+		}
+	}
+}

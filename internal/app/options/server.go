@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 	cmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
 	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
@@ -85,6 +86,9 @@ type Server struct {
 	ControllerManagerArgs, SchedulerArgs, MetricsServerArgs []string
 
 	controllerManagerFlags, schedulerFlags, metricsServerFlags *pflag.FlagSet
+	// controllerManagerFlagSets are all of kube-controller-manager's
+	// flags, as its own command has them.
+	controllerManagerFlagSets cliflag.NamedFlagSets
 }
 
 // sharedLeaderElectionFlags are kube-controller-manager's flags that
@@ -114,8 +118,8 @@ func NewServer() (*Server, error) {
 	o.ControlPlane.Authentication.BootstrapToken.Enable = true
 	// Their Pods reach each other through flannel's vxlan, as k3s's.
 	o.ControlPlane.Nodes.PodNetwork.Backend = nodesettings.VXLAN
-	o.controllerManagerFlags = flagSet("kube-controller-manager",
-		kubecontrollermanager.Flags(cm).FlagSets)
+	o.controllerManagerFlagSets = kubecontrollermanager.Flags(cm)
+	o.controllerManagerFlags = flagSet("kube-controller-manager", o.controllerManagerFlagSets.FlagSets)
 	o.schedulerFlags = flagSet("kube-scheduler", o.Scheduler.Flags.FlagSets)
 	o.metricsServerFlags = metricsserver.Flags(o.MetricsServer)
 	return o, nil
@@ -339,7 +343,7 @@ func (o *Server) Config() controlplane.Config {
 	// the cluster, so the scheduler spreads by hostname alone
 	// (kubescheduler.HostnameSpreading; --scheduler-config overrides it).
 	hostnameSpreading := o.SimulatedNodes.Count > 0
-	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager), kubescheduler.New(o.Scheduler, hostnameSpreading), kubeletserving.New())
+	c.Components = append(c.Components, kubecontrollermanager.New(o.ControllerManager, o.controllerManagerFlagSets), kubescheduler.New(o.Scheduler, hostnameSpreading), kubeletserving.New())
 	if o.ControlPlane.Authentication.BootstrapToken.Enable {
 		// Agents join: the server reaches their Pods and kubelets through
 		// the tunnels they open.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	proxyapp "k8s.io/kubernetes/cmd/kube-proxy/app"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -29,9 +30,11 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/networkpolicy"
 	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
 	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
+	"github.com/kubeboot/kubeboot/internal/platform/componentflags"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 	"github.com/kubeboot/kubeboot/internal/platform/registries"
+	"github.com/spf13/pflag"
 )
 
 // policySyncTimeout bounds how long the kubelet waits for the node's
@@ -291,7 +294,7 @@ func (n *node) startBesideKubelet(ctx, kubeletCtx context.Context, parts chan<- 
 		parts <- partExit{"the pod network", podnetwork.Run(kubeletCtx, podnetwork.Node{Name: n.nodeName, IP: n.nodeIP, Dir: n.dir,
 			Network: settings.PodNetwork, Kubeconfig: AgentKubeconfig(n.dir), Client: n.agent, CNIConf: n.CNIConf})}
 	}()
-	go func() { parts <- partExit{"kube-proxy", n.runProxy(ctx, ProxyKubeconfig(n.dir))} }()
+	go func() { parts <- partExit{"kube-proxy", n.runProxy(ctx, n.dir)} }()
 }
 
 // wait waits until ctx is done, the kubelet exits or another part of the
@@ -415,6 +418,9 @@ func (o *Options) execKubelet(ctx context.Context, dir, config, bootstrapKubecon
 		"--cert-dir=" + filepath.Join(dir, kubeletCertDirName),
 		"--container-runtime-endpoint=" + runtime,
 	}, o.KubeletArgs...)
+	if err := componentflags.Publish(componentflags.Dir(dir), kubeletCommand, args[1:]); err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, exe, args...)
 	// Not the user's working directory: the kubelet cleans a container's
 	// logs up by globbing its log path, which a runtime that reports none
@@ -430,15 +436,26 @@ func (o *Options) execKubelet(ctx context.Context, dir, config, bootstrapKubecon
 	return cmd, nil
 }
 
-// runProxy runs kube-proxy, as system:kube-proxy unless --proxy-arg named
-// a kubeconfig (a --config file names its own).
-func (o *Options) runProxy(ctx context.Context, kubeconfig string) error {
+// runProxy runs kube-proxy with the node's files in dir, as
+// system:kube-proxy unless --proxy-arg named a kubeconfig (a --config
+// file names its own), and publishes its settings (componentflags).
+func (o *Options) runProxy(ctx context.Context, dir string) error {
 	if !o.proxyFlags.Changed("kubeconfig") {
-		if err := o.proxyFlags.Set("kubeconfig", kubeconfig); err != nil {
+		if err := o.proxyFlags.Set("kubeconfig", ProxyKubeconfig(dir)); err != nil {
 			return err
 		}
 	}
+	if err := componentflags.Publish(componentflags.Dir(dir), "kube-proxy", componentflags.Args(proxyDefaults(), o.proxyFlags)); err != nil {
+		return err
+	}
 	return o.proxy.Run(ctx)
+}
+
+// proxyDefaults is kube-proxy's flags as its binary registers them.
+func proxyDefaults() []*pflag.FlagSet {
+	fs := pflag.NewFlagSet("kube-proxy", pflag.ContinueOnError)
+	proxyapp.NewOptions().AddFlags(fs)
+	return []*pflag.FlagSet{fs}
 }
 
 // agentClient is a client of the node's agent.

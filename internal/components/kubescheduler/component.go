@@ -3,10 +3,12 @@ package kubescheduler
 import (
 	"context"
 
+	"github.com/spf13/pflag"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/componentflags"
 )
 
 // Component is kube-scheduler as a component of a control plane.
@@ -48,6 +50,12 @@ func (c *Component) Complete(s controlplane.Settings) (controlplane.Needs, error
 		Status:        "scheduler",
 		SharedObjects: true,
 	}, nil
+}
+
+// Flags implements controlplane.FlagsComponent: the flags opts was
+// parsed with, and upstream's defaults.
+func (c *Component) Flags() (flags, defaults []*pflag.FlagSet) {
+	return componentflags.Sets(*c.completed.Flags), componentflags.Sets(*schedoptions.NewOptions().Flags)
 }
 
 // Run implements controlplane.Component.

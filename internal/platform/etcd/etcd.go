@@ -7,6 +7,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,6 +119,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	// A socket left by a crash would make the listener fail.
 	_ = os.Remove(socket)
+	if len(cfg.PeerURLs) == 0 {
+		_ = os.Remove(filepath.Join(cfg.Dir, "peer.sock"))
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: starting member in %s: %w", cfg.Dir, err)
@@ -198,7 +204,6 @@ func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, erro
 	peers := cfg.PeerURLs
 	if len(peers) == 0 {
 		peers = []string{peer}
-		_ = os.Remove(filepath.Join(cfg.Dir, "peer.sock"))
 	}
 	peerURLs, err := parseURLs(peers)
 	if err != nil {
@@ -305,4 +310,53 @@ func (s *Server) Close() error {
 		_ = os.Remove(s.socket)
 	})
 	return nil
+}
+
+// Args returns the member's settings as etcd's flags, "--name=value",
+// those at etcd's defaults left out, as on etcd's command line for the
+// same member (for componentflags).
+func (cfg Config) Args() ([]string, error) {
+	ec, _, err := cfg.embedConfig(new(atomic.Bool))
+	if err != nil {
+		return nil, err
+	}
+	defaults := flagsOf(embed.NewConfig())
+	var args []string
+	for i, f := range flagsOf(ec) {
+		if f.value != "" && f != defaults[i] {
+			args = append(args, "--"+f.name+"="+f.value)
+		}
+	}
+	slices.Sort(args)
+	return args, nil
+}
+
+// flag is one of etcd's flags and its value.
+type flag struct{ name, value string }
+
+// flagsOf is ec's settings that Config sets, by etcd's flag names.
+func flagsOf(ec *embed.Config) []flag {
+	urls := func(us []url.URL) string {
+		s := make([]string, len(us))
+		for i, u := range us {
+			s[i] = u.String()
+		}
+		return strings.Join(s, ",")
+	}
+	return []flag{
+		{"name", ec.Name}, {"data-dir", ec.Dir},
+		{"listen-client-urls", urls(ec.ListenClientUrls)}, {"advertise-client-urls", urls(ec.AdvertiseClientUrls)},
+		{"listen-peer-urls", urls(ec.ListenPeerUrls)}, {"initial-advertise-peer-urls", urls(ec.AdvertisePeerUrls)},
+		{"initial-cluster", ec.InitialCluster}, {"initial-cluster-state", ec.ClusterState}, {"initial-cluster-token", ec.InitialClusterToken},
+		{"heartbeat-interval", strconv.FormatUint(uint64(ec.TickMs), 10)}, {"election-timeout", strconv.FormatUint(uint64(ec.ElectionMs), 10)},
+		{"cert-file", ec.ClientTLSInfo.CertFile}, {"key-file", ec.ClientTLSInfo.KeyFile},
+		{"trusted-ca-file", ec.ClientTLSInfo.TrustedCAFile}, {"client-cert-auth", strconv.FormatBool(ec.ClientTLSInfo.ClientCertAuth)},
+		{"auto-tls", strconv.FormatBool(ec.ClientAutoTLS)},
+		{"peer-cert-file", ec.PeerTLSInfo.CertFile}, {"peer-key-file", ec.PeerTLSInfo.KeyFile},
+		{"peer-trusted-ca-file", ec.PeerTLSInfo.TrustedCAFile}, {"peer-client-cert-auth", strconv.FormatBool(ec.PeerTLSInfo.ClientCertAuth)},
+		{"peer-auto-tls", strconv.FormatBool(ec.PeerAutoTLS)},
+		{"quota-backend-bytes", strconv.FormatInt(ec.QuotaBackendBytes, 10)},
+		{"enable-grpc-gateway", strconv.FormatBool(ec.EnableGRPCGateway)},
+		{"force-new-cluster", strconv.FormatBool(ec.ForceNewCluster)}, {"unsafe-no-fsync", strconv.FormatBool(ec.UnsafeNoFsync)},
+	}
 }
