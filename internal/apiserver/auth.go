@@ -47,7 +47,11 @@ var anonymousPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
 // The service account issuer and verification keys are left for the
 // control plane to resolve (from the cluster domain and the signing key).
 func NewAuthenticationOptions() *kubeoptions.BuiltInAuthenticationOptions {
-	return kubeoptions.NewBuiltInAuthenticationOptions().WithClientCert().WithTokenFile().WithServiceAccounts().WithBootstrapToken()
+	o := kubeoptions.NewBuiltInAuthenticationOptions().WithClientCert().WithTokenFile().WithServiceAccounts().WithBootstrapToken()
+	// As the CIS benchmark (1.12, item 1.2.30) asks: a pod-bound token
+	// lives as long as asked (the kubelet renews it), not a year.
+	o.ServiceAccounts.ExtendExpiration = false
+	return o
 }
 
 // serviceAccountTokens issues and verifies service account tokens.

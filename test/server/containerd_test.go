@@ -308,8 +308,8 @@ const whoamiPeriod = 10 * time.Second
 // service account, except those left unanswered (status 0) while the API
 // server restarted: until serverBack (zero: never) and one whoami period
 // more, for the kube-proxy's first sync. The kubelet asks for
-// 3607 s tokens, which kube-apiserver extends to a year
-// (--service-account-extend-token-expiration).
+// 3607 s tokens and renews them at 80% of their life
+// (--service-account-extend-token-expiration is false).
 func checkTokenLasts(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, after time.Duration, serverBack time.Time) {
 	t.Helper()
 	want := fmt.Sprintf("201 system:serviceaccount:%s:default", ns)

@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -119,6 +120,10 @@ func NewOptions() (*cmoptions.KubeControllerManagerOptions, error) {
 		return nil, err
 	}
 	o.SecureServing.BindPort = 0
+	// As k3s sets them and the CIS benchmark asks: no profiling, and the
+	// loopback address should a port be given.
+	o.SecureServing.BindAddress = net.IPv4(127, 0, 0, 1)
+	o.Generic.Debugging.EnableProfiling = false
 	o.Generic.ClientConnection.QPS, o.Generic.ClientConnection.Burst = InProcessQPS, InProcessBurst
 	o.KubeCloudShared.UseServiceAccountCredentials = true
 	o.Generic.LeaderElection.RetryPeriod.Duration = election.DefaultRetryPeriod

@@ -21,6 +21,7 @@ package kubescheduler
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,10 +76,18 @@ const (
 )
 
 // NewOptions returns kube-scheduler's options with the defaults of running
-// inside kubeboot: no port of its own (--secure-port 0).
+// inside kubeboot: no port of its own (--secure-port 0), and, as k3s
+// sets them and the CIS benchmark asks, no profiling and the loopback
+// address should a port be given (--profiling=false,
+// --bind-address=127.0.0.1).
 func NewOptions() *schedoptions.Options {
 	o := schedoptions.NewOptions()
 	o.SecureServing.BindPort = 0
+	o.SecureServing.BindAddress = net.IPv4(127, 0, 0, 1)
+	o.Deprecated.EnableProfiling = false
+	// What the flags show is what withDefaults runs with.
+	o.Deprecated.QPS, o.Deprecated.Burst = InProcessQPS, InProcessBurst
+	o.LeaderElection.RetryPeriod.Duration = election.DefaultRetryPeriod
 	return o
 }
 
@@ -102,6 +111,7 @@ func withDefaults(opts *schedoptions.Options, hostnameSpreading bool) (*schedopt
 		return nil, err
 	}
 	defaults.LeaderElection.RetryPeriod.Duration = election.DefaultRetryPeriod
+	defaults.EnableProfiling = false
 	defaults.ClientConnection.QPS, defaults.ClientConnection.Burst = InProcessQPS, InProcessBurst
 	if hostnameSpreading {
 		for i := range defaults.Profiles {
