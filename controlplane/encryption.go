@@ -2,11 +2,15 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -47,26 +51,35 @@ func (s *Server) takeEncryption(ctx context.Context, etcdClient func() (*clientv
 }
 
 // followSecretsEncryption keeps the configuration file at the cluster's
-// record from the time the apiserver is ready; the server is ready once
-// the first sync is done (watchReady).
+// record from the time the apiserver is ready but for this sync; /readyz
+// is 200 once the first sync is done (encryptionSyncedCheck), or
+// encryptionSyncBound after it began.
 func (s *Server) followSecretsEncryption(ctx context.Context) {
 	if s.encryptionSynced == nil {
 		return
 	}
-	select {
-	case <-s.api.Ready():
-	case <-ctx.Done():
+	var once sync.Once
+	synced := func() { once.Do(func() { close(s.encryptionSynced) }) }
+	if err := s.api.WaitReadyExcept(ctx, encryptionSyncedCheckName); err != nil {
 		return
 	}
 	client, err := kubernetes.NewForConfig(s.AdminConfig())
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Following the cluster's encryption configuration")
-		close(s.encryptionSynced)
+		synced()
 		return
 	}
+	bound := time.AfterFunc(encryptionSyncBound, func() {
+		klog.FromContext(ctx).Info("The server has not recorded its encryption configuration yet: ready without it", "after", encryptionSyncBound)
+		synced()
+	})
+	defer bound.Stop()
 	secretsencryption.Follower{Client: client, Name: s.serverName(), Path: s.cfg.Etcd.EncryptionProviderConfigFilepath,
 		TokenFile: TokenFileIn(s.cfg.DataDir), Provider: s.cfg.SecretsEncryptionProvider,
-		Address: s.cfg.apiserver.AdvertiseAddress.String(), Retry: encryptionRetry}.Run(ctx, func() { close(s.encryptionSynced) })
+		Address: s.cfg.apiserver.AdvertiseAddress.String(), Retry: encryptionRetry}.Run(ctx, func() {
+		bound.Stop()
+		synced()
+	})
 }
 
 // encryptionSyncBound bounds how long a server's readiness waits for its
@@ -74,18 +87,21 @@ func (s *Server) followSecretsEncryption(ctx context.Context) {
 // through a hung request.
 const encryptionSyncBound = 10 * time.Second
 
-// waitEncryptionSynced waits until the server has recorded the
-// encryption configuration it loaded, if it follows one.
-func (s *Server) waitEncryptionSynced(ctx context.Context) {
-	if s.encryptionSynced == nil {
-		return
-	}
-	select {
-	case <-s.encryptionSynced:
-	case <-time.After(encryptionSyncBound):
-		klog.FromContext(ctx).Info("The server has not recorded its encryption configuration yet: ready without it", "after", encryptionSyncBound)
-	case <-ctx.Done():
-	}
+// encryptionSyncedCheckName is the readiness check of the first sync.
+const encryptionSyncedCheckName = "secrets-encryption-synced"
+
+// encryptionSyncedCheck fails until the server has recorded the
+// encryption configuration it loaded: a stage run once a server is ready
+// (its /readyz, which clients and tests wait for) sees its provider.
+func (s *Server) encryptionSyncedCheck() healthz.HealthChecker {
+	return healthz.NamedCheck(encryptionSyncedCheckName, func(*http.Request) error {
+		select {
+		case <-s.encryptionSynced:
+			return nil
+		default:
+			return errors.New("the server has not recorded the cluster's encryption configuration it loaded yet")
+		}
+	})
 }
 
 // serverName names the server among the cluster's: its etcd member's

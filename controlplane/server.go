@@ -191,6 +191,9 @@ func New(ctx context.Context, c CompletedConfig) (_ *Server, err error) {
 	if cfg.embeddedEtcd() {
 		res.ReadyzChecks = append(res.ReadyzChecks, s.etcdAlarmsCheck())
 	}
+	if s.encryptionSynced != nil {
+		res.ReadyzChecks = append(res.ReadyzChecks, s.encryptionSyncedCheck())
+	}
 	s.api, err = apiserver.New(cfg.apiserver, res)
 	if err != nil {
 		return nil, err
@@ -501,7 +504,6 @@ func (s *Server) watchReady(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
-	s.waitEncryptionSynced(ctx)
 	close(s.ready)
 	logger.Info("kubeboot apiserver is ready", "url", s.url, "kubeconfig", s.AdminKubeconfig())
 	if err := notifySystemd(s.notifySocket); err != nil {

@@ -224,11 +224,18 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // watchReady closes s.ready once this server's /readyz answers 200,
 // unless ctx is done first.
 func (s *Server) watchReady(ctx context.Context) {
-	if wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		return s.readyExcept(ctx), nil
-	}) == nil {
+	if s.WaitReadyExcept(ctx) == nil {
 		close(s.ready)
 	}
+}
+
+// WaitReadyExcept waits until this server's /readyz, without the named
+// checks, answers 200: for what a check waits on, which needs the server
+// otherwise ready.
+func (s *Server) WaitReadyExcept(ctx context.Context, exclude ...string) error {
+	return wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		return s.readyExcept(ctx, exclude...), nil
+	})
 }
 
 // readyExcept reports whether this server's /readyz, without the named
