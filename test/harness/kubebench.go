@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // KubeBenchEnv names the environment variable holding a prebuilt
@@ -12,23 +13,36 @@ import (
 // builds one.
 const KubeBenchEnv = "KUBEBOOT_KUBE_BENCH"
 
+var (
+	kubeBenchOnce sync.Once
+	kubeBenchPath string
+	kubeBenchErr  error
+)
+
 // KubeBench returns the path of kube-bench, the CIS benchmark's auditor:
-// $KUBEBOOT_KUBE_BENCH, or the version hack/kube-bench pins, built into
-// the user's cache directory (kept for later runs: its module graph is
-// kube-bench's own, not kubeboot's).
+// $KUBEBOOT_KUBE_BENCH, or the version hack/kube-bench pins, built once
+// per test binary into the user's cache directory (kept for later runs:
+// its module graph is kube-bench's own, not kubeboot's). A test that
+// runs itself again in a network namespace sets $KUBEBOOT_KUBE_BENCH
+// for it first: the namespace has no network to build in.
 func KubeBench() (string, error) {
 	if p := os.Getenv(KubeBenchEnv); p != "" {
 		return p, nil
 	}
-	root, err := ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return goBuild(filepath.Join(root, "hack", "kube-bench"), filepath.Join(cache, "kubeboot-test", "kube-bench"), "github.com/aquasecurity/kube-bench")
+	kubeBenchOnce.Do(func() {
+		root, err := ModuleRoot()
+		if err != nil {
+			kubeBenchErr = err
+			return
+		}
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			kubeBenchErr = err
+			return
+		}
+		kubeBenchPath, kubeBenchErr = goBuild(filepath.Join(root, "hack", "kube-bench"), filepath.Join(cache, "kubeboot-test", "kube-bench"), "github.com/aquasecurity/kube-bench")
+	})
+	return kubeBenchPath, kubeBenchErr
 }
 
 // KubeBenchConfig copies kubeboot's kube-bench profile

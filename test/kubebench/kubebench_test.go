@@ -139,10 +139,13 @@ func waitFile(t *testing.T, path string) {
 // modules; it returns the binary in the namespace, and false outside it.
 func inNetNS(t *testing.T, addr string) (string, bool) {
 	t.Helper()
-	for _, build := range []func() (string, error){harness.KubeBench, harness.Kubectl} {
-		if _, err := build(); err != nil {
-			t.Fatal(err)
-		}
+	kubeBench, err := harness.KubeBench()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(harness.KubeBenchEnv, kubeBench)
+	if _, err := harness.Kubectl(); err != nil {
+		t.Fatal(err)
 	}
 	if !harness.InNetNS(t, addr) {
 		return "", false
