@@ -27,9 +27,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	admissionapply "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	rbacapply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/kubernetes"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	bootstraptokenv1 "k8s.io/kubernetes/cmd/kubeadm/app/apis/bootstraptoken/v1"
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
@@ -182,18 +184,62 @@ const JoinGroup = "system:bootstrappers:kubeboot:default-node-token"
 // authenticate (be unexpired, with the authentication usage), and not be
 // one Admit issued for a kubelet (of Group), which bootstraps that node
 // alone. It returns ErrRefused, wrapped, for a token that may not join.
+//
+// The authenticator reads the tokens' Secrets from its informer's cache,
+// which lags a token just created (`kubeboot token create`, then a join
+// at once): a token whose Secret the store already holds, with its
+// secret, is reviewed again until the cache has caught up, for up to
+// tokenCacheLag.
 func CheckJoinToken(ctx context.Context, client kubernetes.Interface, token string) error {
-	review, err := client.AuthenticationV1().TokenReviews().Create(ctx,
-		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	review := func(ctx context.Context) (bool, error) {
+		r, err := client.AuthenticationV1().TokenReviews().Create(ctx,
+			&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("reviewing the bootstrap token: %w", err)
+		}
+		if slices.Contains(r.Status.User.Groups, Group) {
+			return false, fmt.Errorf("%w: the bootstrap token is a kubelet's, for its node alone", ErrRefused)
+		}
+		return r.Status.Authenticated, nil
+	}
+	ok, err := review(ctx)
+	if err == nil && !ok && storedToken(ctx, client, token) {
+		err = wait.PollUntilContextTimeout(ctx, tokenCachePoll, tokenCacheLag, false, func(ctx context.Context) (bool, error) {
+			ok, err = review(ctx)
+			return ok, err
+		})
+		if wait.Interrupted(err) {
+			err = nil
+		}
+	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("reviewing the bootstrap token: %w", err)
-	case !review.Status.Authenticated:
+		return err
+	case !ok:
 		return fmt.Errorf("%w: the bootstrap token is unknown, expired, or not for authentication", ErrRefused)
-	case slices.Contains(review.Status.User.Groups, Group):
-		return fmt.Errorf("%w: the bootstrap token is a kubelet's, for its node alone", ErrRefused)
 	}
 	return nil
+}
+
+// How long, and how often, CheckJoinToken waits for the authenticator's
+// cache to have a stored token.
+var (
+	tokenCacheLag  = 10 * time.Second
+	tokenCachePoll = 100 * time.Millisecond
+)
+
+// storedToken tells whether the API server's store holds token's Secret
+// with its secret: read live, not from a cache.
+func storedToken(ctx context.Context, client kubernetes.Interface, token string) bool {
+	id, secret, ok := strings.Cut(token, ".")
+	if !ok || !bootstraputil.IsValidBootstrapToken(token) {
+		return false
+	}
+	s, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, bootstraputil.BootstrapTokenSecretName(id), metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	return subtle.ConstantTimeCompare(s.Data[bootstrapapi.BootstrapTokenSecretKey], []byte(secret)) == 1
 }
 
 // AgentUser is the user of node's process beside its kubelet, in group
