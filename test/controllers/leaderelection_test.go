@@ -1,4 +1,4 @@
-package server
+package controllers
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func TestLeaderElectionAcrossServers(t *testing.T) {
 	leaders := map[string]int{}
 	for _, lease := range componentLeases {
 		leader := -1
-		eventually(t, 30*time.Second, lease+" led by one server", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 30*time.Second, lease+" led by one server", func(ctx context.Context) (bool, string) {
 			leader = leaderOf(c, lease)
 			return leader >= 0, "no server's log says it acquired the lease"
 		})
@@ -59,7 +59,7 @@ func TestLeaderElectionAcrossServers(t *testing.T) {
 		if leaders[lease] != victim {
 			continue
 		}
-		eventually(t, leaseDuration+5*time.Second, lease+" taken over", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, leaseDuration+5*time.Second, lease+" taken over", func(ctx context.Context) (bool, string) {
 			h := holder(t, survivor, lease)
 			return h != "" && h != holders[lease], "held by " + h
 		})
@@ -69,7 +69,7 @@ func TestLeaderElectionAcrossServers(t *testing.T) {
 	// The new leader's controllers work.
 	ns := "after-failover"
 	newNamespace(t, survivor, ns)
-	eventually(t, 30*time.Second, "the default ServiceAccount of a namespace created after the failover", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "the default ServiceAccount of a namespace created after the failover", func(ctx context.Context) (bool, string) {
 		_, err := survivor.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})

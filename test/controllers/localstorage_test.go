@@ -1,4 +1,4 @@
-package server
+package controllers
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func checkSimulatedLocalStorage(t *testing.T, srv *harness.APIServer, client kub
 	if claim.Spec.StorageClassName == nil || *claim.Spec.StorageClassName != localstorage.ClassName {
 		t.Errorf("claim's class %v, want the default %s", claim.Spec.StorageClassName, localstorage.ClassName)
 	}
-	eventually(t, 10*time.Second, "the claim waits for its first consumer", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 10*time.Second, "the claim waits for its first consumer", func(ctx context.Context) (bool, string) {
 		events, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=data,reason=WaitForFirstConsumer"})
 		if err != nil {
 			return false, err.Error()
@@ -70,7 +70,7 @@ func checkSimulatedLocalStorage(t *testing.T, srv *harness.APIServer, client kub
 		t.Fatal(err)
 	}
 	var node, volume string
-	eventually(t, 30*time.Second, "the Pod Running on a node, its claim Bound", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "the Pod Running on a node, its claim Bound", func(ctx context.Context) (bool, string) {
 		p, err := client.CoreV1().Pods(ns).Get(ctx, "user", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -139,7 +139,7 @@ func checkSimulatedLocalStorage(t *testing.T, srv *harness.APIServer, client kub
 	if err := client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the volume deleted with its claim", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "the volume deleted with its claim", func(ctx context.Context) (bool, string) {
 		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, ""

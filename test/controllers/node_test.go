@@ -1,4 +1,4 @@
-package server
+package controllers
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeboot/kubeboot/test/harness"
 )
 
 // heartbeat is how often the test node renews its lease and status; the
@@ -125,7 +127,7 @@ var podIPs atomic.Uint32
 // them so.
 func reportPodStatus(t *testing.T, client kubernetes.Interface, ns, name string, phase corev1.PodPhase, ready bool) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("Pod %s/%s bound, then reported %s (ready %t)", ns, name, phase, ready),
+	harness.Eventually(t, 30*time.Second, fmt.Sprintf("Pod %s/%s bound, then reported %s (ready %t)", ns, name, phase, ready),
 		func(ctx context.Context) (bool, string) {
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})

@@ -1,14 +1,13 @@
-// Package server tests `kubeboot server` end to end: the built binary runs
-// the apiserver with kube-controller-manager and kube-scheduler in one
-// process, and a test node stands in for a kubelet.
-package server
+// Package controllers tests `kubeboot server`'s controllers, scheduler and
+// leader election end to end, on the built binary: test nodes (node_test.go)
+// and simulated ones (kwok's) stand in for kubelets; test/server runs
+// real nodes.
+package controllers
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -30,64 +28,6 @@ import (
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
-
-// startServer starts `kubeboot server` on a free port with a fresh data
-// dir and returns it with an admin client.
-func startServer(t *testing.T, args ...string) (*harness.APIServer, kubernetes.Interface) {
-	t.Helper()
-	bin, err := harness.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := harness.StartReadyServer(t, time.Minute, bin, filepath.Join(t.TempDir(), "data"),
-		append([]string{"--bind-address", "127.0.0.1", "--secure-port", "0", "--service-cluster-ip-range", "10.96.0.0/16"}, args...)...)
-	return srv, srv.MustClient(t)
-}
-
-// eventually polls cond every 100ms until it holds, failing the test
-// with what it last said after timeout (before the timeout cut a call
-// short: that one would only say so).
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, state := cond(ctx)
-		if ctx.Err() == nil || last == "" {
-			last = state
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-	}
-}
-
-// kubectl runs kubectl against srv and returns its stdout.
-func kubectl(t *testing.T, srv *harness.APIServer, args ...string) string {
-	t.Helper()
-	out, err := kubectlOutput(t, srv, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// kubectlOutput runs kubectl against srv and returns its standard
-// output, or an error with its standard error.
-func kubectlOutput(t *testing.T, srv *harness.APIServer, args ...string) (string, error) {
-	t.Helper()
-	path, err := harness.Kubectl()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(path, append([]string{"--kubeconfig", filepath.Join(srv.DataDir, "admin.kubeconfig")}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String(), nil
-}
 
 func newNamespace(t *testing.T, client kubernetes.Interface, name string) {
 	t.Helper()
@@ -108,7 +48,7 @@ func podsOf(ctx context.Context, client kubernetes.Interface, ns string, selecto
 // TestServerControllers checks the visible effect of the controllers and
 // the scheduler of one `kubeboot server`, each in a namespace of its own.
 func TestServerControllers(t *testing.T) {
-	srv, client := startServer(t)
+	srv, client := harness.StartLocalServer(t)
 	startNode(t, client, "node-a")
 	ctx := context.Background()
 
@@ -118,7 +58,7 @@ func TestServerControllers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "default ServiceAccount and kube-root-ca.crt", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 30*time.Second, "default ServiceAccount and kube-root-ca.crt", func(ctx context.Context) (bool, string) {
 			_, saErr := client.CoreV1().ServiceAccounts("fresh").Get(ctx, "default", metav1.GetOptions{})
 			cm, cmErr := client.CoreV1().ConfigMaps("fresh").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 			if saErr != nil || cmErr != nil {
@@ -136,7 +76,7 @@ func TestServerControllers(t *testing.T) {
 			"scheduler            Healthy   ok        ",
 		}
 		// The server probes the components concurrently: any order.
-		got := strings.Split(strings.TrimSuffix(kubectl(t, srv, "get", "componentstatuses"), "\n"), "\n")
+		got := strings.Split(strings.TrimSuffix(srv.Kubectl(t, "get", "componentstatuses"), "\n"), "\n")
 		slices.Sort(got[1:])
 		if !slices.Equal(got, want) {
 			t.Errorf("kubectl get componentstatuses:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -145,8 +85,8 @@ func TestServerControllers(t *testing.T) {
 
 	t.Run("a Deployment's Pods are created and bound to the node", func(t *testing.T) {
 		newNamespace(t, client, "deploy")
-		kubectl(t, srv, "create", "deployment", "web", "-n", "deploy", "--image=nginx", "--replicas=3")
-		eventually(t, 30*time.Second, "3 Pods bound to node-a", func(ctx context.Context) (bool, string) {
+		srv.Kubectl(t, "create", "deployment", "web", "-n", "deploy", "--image=nginx", "--replicas=3")
+		harness.Eventually(t, 30*time.Second, "3 Pods bound to node-a", func(ctx context.Context) (bool, string) {
 			pods, err := podsOf(ctx, client, "deploy", map[string]string{"app": "web"})
 			if err != nil {
 				return false, err.Error()
@@ -175,7 +115,7 @@ func TestServerControllers(t *testing.T) {
 		if _, err := client.CoreV1().Pods("unsched").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "PodScheduled=False, Unschedulable, and a FailedScheduling Event", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 30*time.Second, "PodScheduled=False, Unschedulable, and a FailedScheduling Event", func(ctx context.Context) (bool, string) {
 			p, err := client.CoreV1().Pods("unsched").Get(ctx, "nowhere", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -216,7 +156,7 @@ func TestServerControllers(t *testing.T) {
 			t.Errorf("owner right after a foreground delete: deletionTimestamp %v, finalizers %v", got.DeletionTimestamp, got.Finalizers)
 		}
 		waitPods(t, client, "gc-foreground", selector, 0)
-		eventually(t, 30*time.Second, "the owner deleted after its dependents", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 30*time.Second, "the owner deleted after its dependents", func(ctx context.Context) (bool, string) {
 			_, err := client.AppsV1().ReplicaSets("gc-foreground").Get(ctx, "owner", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -224,7 +164,7 @@ func TestServerControllers(t *testing.T) {
 
 	t.Run("garbage collection, orphan", func(t *testing.T) {
 		selector := deleteOwnerOfPods(t, client, "gc-orphan", metav1.DeletePropagationOrphan)
-		eventually(t, 30*time.Second, "the owner deleted and its Pods left without an owner", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 30*time.Second, "the owner deleted and its Pods left without an owner", func(ctx context.Context) (bool, string) {
 			_, err := client.AppsV1().ReplicaSets("gc-orphan").Get(ctx, "owner", metav1.GetOptions{})
 			pods, perr := podsOf(ctx, client, "gc-orphan", selector)
 			if perr != nil {
@@ -250,7 +190,7 @@ func TestServerControllers(t *testing.T) {
 		if err := client.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "namespace doomed gone", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 60*time.Second, "namespace doomed gone", func(ctx context.Context) (bool, string) {
 			ns, err := client.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
 			if err != nil {
 				return apierrors.IsNotFound(err), err.Error()
@@ -260,7 +200,7 @@ func TestServerControllers(t *testing.T) {
 	})
 
 	t.Run("the aggregated ClusterRoles have rules", func(t *testing.T) {
-		eventually(t, 30*time.Second, "admin, edit and view aggregated", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 30*time.Second, "admin, edit and view aggregated", func(ctx context.Context) (bool, string) {
 			for _, name := range []string{"admin", "edit", "view"} {
 				r, err := client.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
 				if err != nil || len(r.Rules) == 0 {
@@ -295,7 +235,7 @@ func TestServerControllers(t *testing.T) {
 		t.Cleanup(func() {
 			_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
 		})
-		eventually(t, 30*time.Second, "a warning for the misspelt field only", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 30*time.Second, "a warning for the misspelt field only", func(ctx context.Context) (bool, string) {
 			p, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policy.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -316,9 +256,9 @@ func TestServerControllers(t *testing.T) {
 // components released their leader leases first, through the apiserver
 // that still served them.
 func TestServerStopsCleanly(t *testing.T) {
-	srv, client := startServer(t)
+	srv, client := harness.StartLocalServer(t)
 	ctx := context.Background()
-	eventually(t, 30*time.Second, "both components lead", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "both components lead", func(ctx context.Context) (bool, string) {
 		var holders []string
 		for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
 			l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
@@ -387,7 +327,7 @@ func deleteOwnerOfPods(t *testing.T, client kubernetes.Interface, ns string, pol
 // waitPods waits until the Pods selector selects in ns are n.
 func waitPods(t *testing.T, client kubernetes.Interface, ns string, selector map[string]string, n int) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%d Pods in %s", n, ns), func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, fmt.Sprintf("%d Pods in %s", n, ns), func(ctx context.Context) (bool, string) {
 		pods, err := podsOf(ctx, client, ns, selector)
 		if err != nil {
 			return false, err.Error()
@@ -401,9 +341,9 @@ func waitPods(t *testing.T, client kubernetes.Interface, ns string, selector map
 // it, gracefully, the whole server, which exits non-zero naming the cause,
 // as the kube-controller-manager binary exits for its supervisor.
 func TestServerStopsWhenTheControllerManagerLosesItsLease(t *testing.T) {
-	srv, client := startServer(t, "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+	srv, client := harness.StartLocalServer(t, "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
 		"--leader-elect-retry-period", "500ms")
-	eventually(t, 30*time.Second, "the controller manager leads", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "the controller manager leads", func(ctx context.Context) (bool, string) {
 		l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "kube-controller-manager", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", fmt.Sprint(err)
 	})

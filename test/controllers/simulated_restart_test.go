@@ -1,4 +1,4 @@
-package server
+package controllers
 
 import (
 	"context"
@@ -77,7 +77,7 @@ func TestSimulatedNodesRestartWithoutEviction(t *testing.T) {
 		return placed, fmt.Sprintf("%d of %d Pods Running", len(placed), len(pods))
 	}
 	var before map[string]string
-	eventually(t, time.Minute, fmt.Sprintf("%d Pods Running", replicas), func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, time.Minute, fmt.Sprintf("%d Pods Running", replicas), func(ctx context.Context) (bool, string) {
 		placed, state := running(ctx)
 		before = placed
 		return len(placed) == replicas, state

@@ -1,4 +1,4 @@
-package server
+package controllers
 
 import (
 	"bytes"
@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	kubeletstatus "k8s.io/kubernetes/pkg/kubelet/status"
 	"k8s.io/utils/ptr"
 
@@ -53,14 +54,14 @@ var simulatedAddresses = netip.MustParsePrefix("198.18.0.0/15")
 // The checks run in order, each in a namespace of its own; the last one
 // makes a node fail.
 func TestSimulatedNodes(t *testing.T) {
-	srv, client := startServer(t, fmt.Sprintf("--simulated-nodes=%d", simulatedCount),
+	srv, client := harness.StartLocalServer(t, fmt.Sprintf("--simulated-nodes=%d", simulatedCount),
 		// The node lifecycle controller looks at the nodes every second
 		// (5s by default), so that it taints the failed node at once.
 		"--controller-manager-arg=--node-monitor-period=1s",
 		"--allocate-node-cidrs=false", "--flannel-backend=none", "--simulated-node-cidr="+simulatedCIDR,
 		fmt.Sprintf("--simulated-node-lease-duration=%s", simulatedLease),
 		fmt.Sprintf("--simulated-pod-startup-delay=%s", simulatedStartupDelay),
-		metricsArgs[0], metricsArgs[1],
+		harness.FastMetricsArgs[0], harness.FastMetricsArgs[1],
 		// The HPA of the metrics check acts every second, not every 15.
 		"--controller-manager-arg=--horizontal-pod-autoscaler-sync-period=1s",
 	)
@@ -69,7 +70,7 @@ func TestSimulatedNodes(t *testing.T) {
 	metricsAvailable := watchMetricsAvailability(t, srv)
 	// The nodes are created once the apiserver is ready, so after
 	// startServer returns.
-	eventually(t, 30*time.Second, fmt.Sprintf("%d simulated nodes Ready and without taints", simulatedCount),
+	harness.Eventually(t, 30*time.Second, fmt.Sprintf("%d simulated nodes Ready and without taints", simulatedCount),
 		func(ctx context.Context) (bool, string) {
 			nodes, err := simulatedNodes(ctx, client)
 			if err != nil {
@@ -186,7 +187,7 @@ func checkSimulatedNodes(t *testing.T, client kubernetes.Interface) {
 		}
 		first[name] = l.Spec.RenewTime.Time
 	}
-	eventually(t, simulatedLease, "every node lease renewed within its duration", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, simulatedLease, "every node lease renewed within its duration", func(ctx context.Context) (bool, string) {
 		var stale []string
 		for name, renewed := range first {
 			l, err := leases.Get(ctx, name, metav1.GetOptions{})
@@ -210,9 +211,9 @@ func checkSimulatedDeployment(t *testing.T, srv *harness.APIServer, client kuber
 	const ns = "simulated-deployment"
 	workNamespace(t, client, ns)
 	ctx := context.Background()
-	kubectl(t, srv, "create", "deployment", "web", "-n", ns, "--image=nginx", "--replicas=4")
+	srv.Kubectl(t, "create", "deployment", "web", "-n", ns, "--image=nginx", "--replicas=4")
 	start := time.Now()
-	kubectl(t, srv, "rollout", "status", "deployment/web", "-n", ns, "--timeout=60s")
+	srv.Kubectl(t, "rollout", "status", "deployment/web", "-n", ns, "--timeout=60s")
 	t.Logf("rolled out in %s", time.Since(start).Round(100*time.Millisecond))
 
 	nodes, err := simulatedNodes(ctx, client)
@@ -228,7 +229,7 @@ func checkSimulatedDeployment(t *testing.T, srv *harness.APIServer, client kuber
 	}
 	ips := map[string]string{} // Pod IP: Pod
 	for _, p := range pods {
-		if p.Status.Phase != corev1.PodRunning || !podReady(&p) || p.DeletionTimestamp != nil {
+		if p.Status.Phase != corev1.PodRunning || !podutil.IsPodReady(&p) || p.DeletionTimestamp != nil {
 			t.Errorf("Pod %s: phase %s, conditions %s, deletionTimestamp %v; want Running and Ready", p.Name, p.Status.Phase,
 				podConditions(&p), p.DeletionTimestamp)
 		}
@@ -264,7 +265,7 @@ func checkSimulatedJob(t *testing.T, client kubernetes.Interface) {
 	if _, err := client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "Job batch Complete, 2 succeeded, none failed", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "Job batch Complete, 2 succeeded, none failed", func(ctx context.Context) (bool, string) {
 		j, err := client.BatchV1().Jobs(ns).Get(ctx, "batch", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -359,7 +360,7 @@ func checkSimulatedStatefulSet(t *testing.T, client kubernetes.Interface) {
 			created[p.Name] = true
 			seen = append(seen, "created "+p.Name)
 		}
-		if !ready[p.Name] && podReady(p) {
+		if !ready[p.Name] && podutil.IsPodReady(p) {
 			ready[p.Name] = true
 			seen = append(seen, "Ready "+p.Name)
 		}
@@ -373,7 +374,7 @@ func checkSimulatedStatefulSet(t *testing.T, client kubernetes.Interface) {
 		t.Errorf("Pods of the StatefulSet, in order: %q, want %q (each Pod created once the one before is Ready)", seen, want)
 	}
 
-	eventually(t, 30*time.Second, "StatefulSet status: 3 replicas, all Ready and available", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "StatefulSet status: 3 replicas, all Ready and available", func(ctx context.Context) (bool, string) {
 		s, err := client.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -394,7 +395,7 @@ func checkSimulatedStatefulSet(t *testing.T, client kubernetes.Interface) {
 		t.Errorf("Pods of the StatefulSet: %v, want db-0, db-1, db-2", names)
 	}
 	for _, p := range pods {
-		if p.Status.Phase != corev1.PodRunning || !podReady(&p) {
+		if p.Status.Phase != corev1.PodRunning || !podutil.IsPodReady(&p) {
 			t.Errorf("Pod %s: phase %s, conditions %s; want Running and Ready", p.Name, p.Status.Phase, podConditions(&p))
 		}
 		if err := simulatedPlacement(&p, nodes); err != nil {
@@ -414,13 +415,13 @@ func checkSimulatedNoKubelet(t *testing.T, srv *harness.APIServer, client kubern
 	ctx := context.Background()
 	createPod(t, client, ns, "app", nil, corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}})
 	var node string
-	eventually(t, 30*time.Second, "Pod app Running and Ready", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "Pod app Running and Ready", func(ctx context.Context) (bool, string) {
 		p, err := client.CoreV1().Pods(ns).Get(ctx, "app", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		node = p.Spec.NodeName
-		return p.Status.Phase == corev1.PodRunning && podReady(p), fmt.Sprintf("node %q, phase %s, conditions %s",
+		return p.Status.Phase == corev1.PodRunning && podutil.IsPodReady(p), fmt.Sprintf("node %q, phase %s, conditions %s",
 			p.Spec.NodeName, p.Status.Phase, podConditions(p))
 	})
 	if !strings.HasPrefix(node, "simulated-") {
@@ -477,7 +478,7 @@ func checkSimulatedNodeFailure(t *testing.T, client kubernetes.Interface) {
 			Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(seconds)}}
 		createPod(t, client, ns, name, nil, spec)
 	}
-	eventually(t, 30*time.Second, "Pods brief and patient Running and Ready on "+node, func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "Pods brief and patient Running and Ready on "+node, func(ctx context.Context) (bool, string) {
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -485,7 +486,7 @@ func checkSimulatedNodeFailure(t *testing.T, client kubernetes.Interface) {
 		var state []string
 		ok := len(pods.Items) == 2
 		for _, p := range pods.Items {
-			ok = ok && p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning && podReady(&p)
+			ok = ok && p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning && podutil.IsPodReady(&p)
 			state = append(state, fmt.Sprintf("%s on %q: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, podConditions(&p)))
 		}
 		return ok, strings.Join(state, "; ")
@@ -529,7 +530,7 @@ func checkSimulatedNodeFailure(t *testing.T, client kubernetes.Interface) {
 	failed := time.Now()
 
 	var tainted time.Time // when the NoExecute taint was added, to the second
-	eventually(t, 30*time.Second, "node "+node+" still Ready=False, tainted not-ready NoSchedule and NoExecute", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "node "+node+" still Ready=False, tainted not-ready NoSchedule and NoExecute", func(ctx context.Context) (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -681,9 +682,4 @@ func nodeReady(n *corev1.Node) corev1.ConditionStatus {
 		}
 	}
 	return ""
-}
-
-func podReady(p *corev1.Pod) bool {
-	c := podCondition(p, corev1.PodReady)
-	return c != nil && c.Status == corev1.ConditionTrue
 }

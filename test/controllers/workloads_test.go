@@ -1,4 +1,4 @@
-package server
+package controllers
 
 import (
 	"context"
@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeboot/kubeboot/test/harness"
 )
 
 // The nodes every check of TestServerWorkloadControllers shares. The
@@ -43,7 +45,7 @@ const (
 // stands in for the kubelets (reportPodStatus): Pods run, get Ready and
 // finish when a check says so.
 func TestServerWorkloadControllers(t *testing.T) {
-	srv, client := startServer(t,
+	srv, client := harness.StartLocalServer(t,
 		// A node is unhealthy after 15s without a heartbeat (50s by
 		// default). The test nodes beat every 5s and the node lifecycle
 		// controller looks every second (5s by default), so a live node
@@ -124,7 +126,7 @@ func checkJob(t *testing.T, client kubernetes.Interface) {
 		for _, p := range pods {
 			reportPodStatus(t, client, ns, p.Name, tc.report, false)
 		}
-		eventually(t, 30*time.Second, fmt.Sprintf("Job %s %s (%s), %d succeeded, %d failed", tc.name, tc.want, tc.reason, tc.succeeded, tc.failed),
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("Job %s %s (%s), %d succeeded, %d failed", tc.name, tc.want, tc.reason, tc.succeeded, tc.failed),
 			func(ctx context.Context) (bool, string) {
 				j, err := client.BatchV1().Jobs(ns).Get(ctx, tc.name, metav1.GetOptions{})
 				if err != nil {
@@ -157,7 +159,7 @@ func checkCronJob(t *testing.T, client kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	// Up to a minute until the boundary.
-	eventually(t, 90*time.Second, "a Job of the CronJob, scheduled on the minute after its creation, active in its status",
+	harness.Eventually(t, 90*time.Second, "a Job of the CronJob, scheduled on the minute after its creation, active in its status",
 		func(ctx context.Context) (bool, string) {
 			jobs, err := client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -209,7 +211,7 @@ func checkStatefulSet(t *testing.T, client kubernetes.Interface) {
 			return err == nil, fmt.Sprint(err)
 		}
 	}
-	eventually(t, 30*time.Second, "Pod web-0", podExists("web-0"))
+	harness.Eventually(t, 30*time.Second, "Pod web-0", podExists("web-0"))
 	// The controller would create web-1 within milliseconds if it did not
 	// wait for web-0.
 	holds(t, 2*time.Second, "no Pod web-1 while web-0 is not Running and Ready", func(ctx context.Context) (bool, string) {
@@ -217,11 +219,11 @@ func checkStatefulSet(t *testing.T, client kubernetes.Interface) {
 		return !ok, state
 	})
 	reportPodStatus(t, client, ns, "web-0", corev1.PodRunning, true)
-	eventually(t, 30*time.Second, "Pod web-1 once web-0 is Ready", podExists("web-1"))
+	harness.Eventually(t, 30*time.Second, "Pod web-1 once web-0 is Ready", podExists("web-1"))
 	reportPodStatus(t, client, ns, "web-1", corev1.PodRunning, true)
 	waitStatefulSet := func(replicas int32) {
 		t.Helper()
-		eventually(t, 30*time.Second, fmt.Sprintf("StatefulSet status: %d replicas, all Ready and available", replicas),
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("StatefulSet status: %d replicas, all Ready and available", replicas),
 			func(ctx context.Context) (bool, string) {
 				s, err := client.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
 				if err != nil {
@@ -238,7 +240,7 @@ func checkStatefulSet(t *testing.T, client kubernetes.Interface) {
 		metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "web-1 deleted on scale-in, web-0 kept", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "web-1 deleted on scale-in, web-0 kept", func(ctx context.Context) (bool, string) {
 		pods, err := podsOf(ctx, client, ns, labels)
 		if err != nil {
 			return false, err.Error()
@@ -286,7 +288,7 @@ func checkDaemonSet(t *testing.T, client kubernetes.Interface) {
 			fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s}}}`, label, value), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, fmt.Sprintf("after labelling %s %t: one DaemonSet Pod bound on each of %v, counted in its status", step.node, step.on, step.want),
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("after labelling %s %t: one DaemonSet Pod bound on each of %v, counted in its status", step.node, step.on, step.want),
 			func(ctx context.Context) (bool, string) {
 				pods, err := podsOf(ctx, client, ns, labels)
 				if err != nil {
@@ -355,7 +357,7 @@ func checkEndpointSlice(t *testing.T, client kubernetes.Interface) {
 			}
 		}
 		slices.Sort(want)
-		eventually(t, 30*time.Second, step.name+": EndpointSlice endpoints "+strings.Join(want, ", "), func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 30*time.Second, step.name+": EndpointSlice endpoints "+strings.Join(want, ", "), func(ctx context.Context) (bool, string) {
 			got, err := sliceEndpoints(ctx, client, ns, "web", "endpointslice-controller.k8s.io")
 			return err == nil && slices.Equal(got, want), fmt.Sprintf("%q, %v", got, err)
 		})
@@ -387,7 +389,7 @@ func checkEndpointSliceMirroring(t *testing.T, client kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	want := []string{endpoint("192.0.2.42", true, "http/80/TCP", nil, "")}
-	eventually(t, 30*time.Second, "a mirrored EndpointSlice "+want[0], func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "a mirrored EndpointSlice "+want[0], func(ctx context.Context) (bool, string) {
 		got, err := sliceEndpoints(ctx, client, ns, "external", "endpointslicemirroring-controller.k8s.io")
 		return err == nil && slices.Equal(got, want), fmt.Sprintf("%q, %v", got, err)
 	})
@@ -413,7 +415,7 @@ func checkResourceQuota(t *testing.T, client kubernetes.Interface) {
 	}
 	waitUsed := func(pods int64) {
 		t.Helper()
-		eventually(t, 30*time.Second, fmt.Sprintf("quota status hard pods=2, used pods=%d", pods), func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("quota status hard pods=2, used pods=%d", pods), func(ctx context.Context) (bool, string) {
 			q, err := client.CoreV1().ResourceQuotas(ns).Get(ctx, "pods", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -433,7 +435,7 @@ func checkResourceQuota(t *testing.T, client kubernetes.Interface) {
 		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 	}
-	eventually(t, 10*time.Second, "quota admission refusing a Service over services=0", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 10*time.Second, "quota admission refusing a Service over services=0", func(ctx context.Context) (bool, string) {
 		_, err := client.CoreV1().Services(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return exceedsQuota(err), fmt.Sprint(err)
 	})
@@ -451,7 +453,7 @@ func checkResourceQuota(t *testing.T, client kubernetes.Interface) {
 	// Quota admission reads the quota from its own informer, which may
 	// see the status a moment after this client did: retry, as a client
 	// would.
-	eventually(t, 10*time.Second, "a second Pod once the first one's quota is given back", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 10*time.Second, "a second Pod once the first one's quota is given back", func(ctx context.Context) (bool, string) {
 		_, err := client.CoreV1().Pods(ns).Create(ctx, third, metav1.CreateOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -504,7 +506,7 @@ func checkDisruption(t *testing.T, client kubernetes.Interface) {
 		}, 2, 2, 2, 0},
 	} {
 		step.act(t)
-		eventually(t, 30*time.Second, fmt.Sprintf("%s: PDB status expected %d, healthy %d, desired %d, disruptions allowed %d",
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("%s: PDB status expected %d, healthy %d, desired %d, disruptions allowed %d",
 			step.name, step.expected, step.healthy, step.desired, step.more), func(ctx context.Context) (bool, string) {
 			p, err := client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "db", metav1.GetOptions{})
 			if err != nil {
@@ -545,7 +547,7 @@ func checkTTLAfterFinished(t *testing.T, client kubernetes.Interface) {
 	}
 	reportPodStatus(t, client, ns, pods[0].Name, corev1.PodSucceeded, false)
 	var completed time.Time
-	eventually(t, 30*time.Second, "Job done Complete", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "Job done Complete", func(ctx context.Context) (bool, string) {
 		j, err := client.BatchV1().Jobs(ns).Get(ctx, "done", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -556,7 +558,7 @@ func checkTTLAfterFinished(t *testing.T, client kubernetes.Interface) {
 		}
 		return false, jobConditions(j)
 	})
-	eventually(t, 30*time.Second, "Job done deleted 5s after it completed", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "Job done deleted 5s after it completed", func(ctx context.Context) (bool, string) {
 		_, err := client.BatchV1().Jobs(ns).Get(ctx, "done", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -599,7 +601,7 @@ func checkNodeLifecycle(t *testing.T, client kubernetes.Interface) {
 
 	stop()
 	stopped := time.Now()
-	eventually(t, 45*time.Second, "node dying Ready=Unknown, tainted unreachable NoSchedule and NoExecute", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 45*time.Second, "node dying Ready=Unknown, tainted unreachable NoSchedule and NoExecute", func(ctx context.Context) (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -627,7 +629,7 @@ func checkNodeLifecycle(t *testing.T, client kubernetes.Interface) {
 		}
 		return p, fmt.Sprintf("deletionTimestamp %v, conditions %s", p.DeletionTimestamp, podConditions(p))
 	}
-	eventually(t, 30*time.Second, "Pod brief (toleration 1s) evicted by the taint eviction controller", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "Pod brief (toleration 1s) evicted by the taint eviction controller", func(ctx context.Context) (bool, string) {
 		p, state := pod(ctx, "brief")
 		if p == nil {
 			return false, state
@@ -635,7 +637,7 @@ func checkNodeLifecycle(t *testing.T, client kubernetes.Interface) {
 		c := podCondition(p, corev1.DisruptionTarget)
 		return p.DeletionTimestamp != nil && c != nil && c.Status == corev1.ConditionTrue && c.Reason == "DeletionByTaintManager", state
 	})
-	eventually(t, 30*time.Second, "Pod patient (toleration 3600s) marked not Ready and kept", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "Pod patient (toleration 3600s) marked not Ready and kept", func(ctx context.Context) (bool, string) {
 		p, state := pod(ctx, "patient")
 		if p == nil {
 			return false, state
@@ -661,7 +663,7 @@ func checkNodeLifecycle(t *testing.T, client kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	// podgc runs every 20s.
-	eventually(t, 60*time.Second, "podgc: the terminating Pods of the out-of-service node deleted", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 60*time.Second, "podgc: the terminating Pods of the out-of-service node deleted", func(ctx context.Context) (bool, string) {
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -745,7 +747,7 @@ func checkPodGCTerminated(t *testing.T, client kubernetes.Interface) {
 	// podgc runs every 20s. done-2 is the newest here (created last;
 	// podgc orders equal creation times, to the second, by name), but a
 	// newer terminated Pod of another check may be the one kept.
-	eventually(t, 60*time.Second, "done-0 and done-1 deleted, alive kept", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 60*time.Second, "done-0 and done-1 deleted, alive kept", func(ctx context.Context) (bool, string) {
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -766,7 +768,7 @@ func checkPodGCTerminated(t *testing.T, client kubernetes.Interface) {
 func workNamespace(t *testing.T, client kubernetes.Interface, ns string) {
 	t.Helper()
 	newNamespace(t, client, ns)
-	eventually(t, 30*time.Second, "ServiceAccount default in "+ns, func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "ServiceAccount default in "+ns, func(ctx context.Context) (bool, string) {
 		_, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})

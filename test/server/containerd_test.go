@@ -118,13 +118,13 @@ func TestServerNodeContainerd(t *testing.T) {
 	})
 
 	t.Run("kubectl logs", func(t *testing.T) {
-		if out := kubectl(t, srv, "logs", "web"); out != "serving on :8080\n" {
+		if out := srv.Kubectl(t, "logs", "web"); out != "serving on :8080\n" {
 			t.Errorf("kubectl logs web: %q, want the container's one line", out)
 		}
 	})
 
 	t.Run("kubectl exec", func(t *testing.T) {
-		if out := kubectl(t, srv, "exec", "web", "--", harness.TestImageCommand, "echo", "hi", "from", "exec"); out != "hi from exec\n" {
+		if out := srv.Kubectl(t, "exec", "web", "--", harness.TestImageCommand, "echo", "hi", "from", "exec"); out != "hi from exec\n" {
 			t.Errorf("kubectl exec web: %q, want %q", out, "hi from exec\n")
 		}
 	})
@@ -177,7 +177,7 @@ func TestServerNodeContainerd(t *testing.T) {
 					Image: &corev1.ImageVolumeSource{Reference: harness.DataImage, PullPolicy: corev1.PullNever}}}},
 			},
 		})
-		if out := kubectl(t, srv, "exec", "imagevolume", "--", harness.TestImageCommand, "cat", "/data"+harness.DataImageFile); out != harness.DataImageMessage {
+		if out := srv.Kubectl(t, "exec", "imagevolume", "--", harness.TestImageCommand, "cat", "/data"+harness.DataImageFile); out != harness.DataImageMessage {
 			t.Errorf("the image volume's %s reads %q, want %q", harness.DataImageFile, out, harness.DataImageMessage)
 		}
 		deletePod(ctx, t, client, metav1.NamespaceDefault, "imagevolume")
@@ -380,10 +380,10 @@ func checkLocalVolume(ctx context.Context, t *testing.T, srv *harness.APIServer,
 		}
 	}
 	runPod(ctx, t, client, pod("writer"))
-	kubectl(t, srv, "exec", "writer", "--", harness.TestImageCommand, "write", "/data/note", "kept")
+	srv.Kubectl(t, "exec", "writer", "--", harness.TestImageCommand, "write", "/data/note", "kept")
 	deletePod(ctx, t, client, ns, "writer")
 	runPod(ctx, t, client, pod("reader"))
-	if out := kubectl(t, srv, "exec", "reader", "--", harness.TestImageCommand, "cat", "/data/note"); out != "kept" {
+	if out := srv.Kubectl(t, "exec", "reader", "--", harness.TestImageCommand, "cat", "/data/note"); out != "kept" {
 		t.Errorf("the second Pod read %q from the volume, want what the first wrote, %q", out, "kept")
 	}
 	c, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
@@ -492,7 +492,7 @@ func readFile(t *testing.T, path string) string {
 func checkWebKept(ctx context.Context, t *testing.T, srv *harness.APIServer, client kubernetes.Interface, event string) {
 	t.Helper()
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
-		out, err := kubectlOutput(t, srv, "exec", "web", "--", harness.TestImageCommand, "echo", "after", "restart")
+		out, err := srv.KubectlOutput("exec", "web", "--", harness.TestImageCommand, "echo", "after", "restart")
 		return err == nil && out == "after restart\n", nil
 	})
 	if err != nil {

@@ -58,12 +58,12 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 	addresses := []string{serverMachine, agentMachine}
 
 	t.Run("an Ingress, at every node's port 80", func(t *testing.T) {
-		kubectl(t, srv, "create", "ingress", "web", "--rule=web.example/*=http-b:80")
+		srv.Kubectl(t, "create", "ingress", "web", "--rule=web.example/*=http-b:80")
 		for _, addr := range addresses {
 			waitHTTP(t, "http://"+addr+"/", "web.example", nil, 200, "hello from http-b")
 		}
 		waitHTTP(t, "http://"+serverMachine+"/", "other.example", nil, 404, "")
-		eventually(t, time.Minute, "the Ingress's status has the nodes' addresses", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, time.Minute, "the Ingress's status has the nodes' addresses", func(ctx context.Context) (bool, string) {
 			ing, err := client.NetworkingV1().Ingresses(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -86,7 +86,7 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		kubectl(t, srv, "create", "ingress", "secure", "--rule=secure.example/*=http-a:80,tls=secure-tls")
+		srv.Kubectl(t, "create", "ingress", "secure", "--rule=secure.example/*=http-a:80,tls=secure-tls")
 		roots := x509.NewCertPool()
 		roots.AppendCertsFromPEM(certPEM)
 		for _, addr := range addresses {
@@ -121,7 +121,7 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 				t.Fatal(err)
 			}
 		}
-		eventually(t, time.Minute, "the Gateway Programmed at the nodes' addresses", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, time.Minute, "the Gateway Programmed at the nodes' addresses", func(ctx context.Context) (bool, string) {
 			g, err := gw.Gateways(metav1.NamespaceDefault).Get(ctx, "apps", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -135,7 +135,7 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 		for _, addr := range addresses {
 			waitHTTP(t, "http://"+net.JoinHostPort(addr, "8081")+"/", "app.example", nil, 200, "hello from http-a")
 		}
-		eventually(t, time.Minute, "the route to a missing Service: ResolvedRefs False, BackendNotFound", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, time.Minute, "the route to a missing Service: ResolvedRefs False, BackendNotFound", func(ctx context.Context) (bool, string) {
 			r, err := gw.HTTPRoutes(metav1.NamespaceDefault).Get(ctx, "missing", metav1.GetOptions{})
 			if err != nil || len(r.Status.Parents) == 0 {
 				return false, fmt.Sprint(err)
@@ -179,7 +179,7 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 					t.Fatal(err)
 				}
 				// http-b's health service serves its own name only.
-				eventually(t, time.Minute, "health of service http-b through "+addr, func(ctx context.Context) (bool, string) {
+				harness.Eventually(t, time.Minute, "health of service http-b through "+addr, func(ctx context.Context) (bool, string) {
 					resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "http-b"})
 					if err != nil {
 						return false, err.Error()
@@ -219,7 +219,7 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 func waitHTTP(t *testing.T, url, host string, tlsConfig *tls.Config, code int, body string) {
 	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
-	eventually(t, time.Minute, fmt.Sprintf("%s (Host %s) answers %d %q", url, host, code, body), func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, time.Minute, fmt.Sprintf("%s (Host %s) answers %d %q", url, host, code, body), func(ctx context.Context) (bool, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return false, err.Error()

@@ -176,7 +176,7 @@ func TestServerNode(t *testing.T) {
 		if _, err := client.DiscoveryV1().EndpointSlices(lb.Namespace).Create(ctx, lbSlice, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, "hello-lb's ingress is the node's address", func(ctx context.Context) (bool, string) {
+		harness.Eventually(t, time.Minute, "hello-lb's ingress is the node's address", func(ctx context.Context) (bool, string) {
 			got, err := client.CoreV1().Services(lb.Namespace).Get(ctx, lb.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()

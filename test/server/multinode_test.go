@@ -83,7 +83,7 @@ func testTwoNodes(t *testing.T, backend string) {
 	}
 	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--advertise-address", serverMachine, "--flannel-backend="+backend,
 		"--embedded-registry", "--private-registry="+writePeerRegistries(t))
-	serverArgs = append(serverArgs, metricsArgs...)
+	serverArgs = append(serverArgs, harness.FastMetricsArgs...)
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
 	harness.HandOverToken(t, dataDir, tokenFile)
 	client := srv.MustClient(t)
@@ -113,7 +113,7 @@ func testTwoNodes(t *testing.T, backend string) {
 	})
 
 	t.Run("a Pod reaches a Pod on the other node by IP", func(t *testing.T) {
-		if out := kubectl(t, srv, "exec", "web-a", "--", harness.TestImageCommand, "dial", net.JoinHostPort(webB.Status.PodIP, "8080")); out != "hello from web-b\n" {
+		if out := srv.Kubectl(t, "exec", "web-a", "--", harness.TestImageCommand, "dial", net.JoinHostPort(webB.Status.PodIP, "8080")); out != "hello from web-b\n" {
 			t.Errorf("web-a dialling web-b at %s: %q, want its greeting", webB.Status.PodIP, out)
 		}
 	})
@@ -131,7 +131,7 @@ func testTwoNodes(t *testing.T, backend string) {
 		// DNS's) once it sees them.
 		var out string
 		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
-			o, err := kubectlOutput(t, srv, "exec", "web-b", "--", harness.TestImageCommand, "dial", "web-a.default.svc.cluster.local:80")
+			o, err := srv.KubectlOutput("exec", "web-b", "--", harness.TestImageCommand, "dial", "web-a.default.svc.cluster.local:80")
 			out = o
 			return err == nil && o == "hello from web-a\n", nil
 		})
@@ -149,7 +149,7 @@ func testTwoNodes(t *testing.T, backend string) {
 		}
 		runPod(ctx, t, client, pod)
 		defer deletePod(ctx, t, client, pod.Namespace, pod.Name)
-		if out := kubectl(t, srv, "exec", pod.Name, "--", harness.TestImageCommand, "cat", peerImageFile); out != peerImageMessage {
+		if out := srv.Kubectl(t, "exec", pod.Name, "--", harness.TestImageCommand, "cat", peerImageFile); out != peerImageMessage {
 			t.Errorf("the image's %s: %q, want %q", peerImageFile, out, peerImageMessage)
 		}
 	})
@@ -337,10 +337,10 @@ func TestAgentlessServer(t *testing.T) {
 	})
 
 	t.Run("logs and exec reach the agent's kubelet", func(t *testing.T) {
-		if out := kubectl(t, srv, "logs", pod.Name); !strings.Contains(out, "serving HTTP on :8080") {
+		if out := srv.Kubectl(t, "logs", pod.Name); !strings.Contains(out, "serving HTTP on :8080") {
 			t.Errorf("kubectl logs: %q, want the container's first line", out)
 		}
-		if out := kubectl(t, srv, "exec", pod.Name, "--", harness.TestImageCommand, "echo", "through", "the", "tunnel"); out != "through the tunnel\n" {
+		if out := srv.Kubectl(t, "exec", pod.Name, "--", harness.TestImageCommand, "echo", "through", "the", "tunnel"); out != "through the tunnel\n" {
 			t.Errorf("kubectl exec: %q", out)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/kubeboot/kubeboot/internal/components/networkpolicy"
 	"github.com/kubeboot/kubeboot/test/harness"
@@ -58,7 +59,7 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 	t.Run("ingress: the Pod's own node always reaches it (the kubelet's probes)", func(t *testing.T) {
 		waitHello(t, a, "hello from web-a")
 		p, err := client.CoreV1().Pods(webA.Namespace).Get(ctx, webA.Name, metav1.GetOptions{})
-		if err != nil || !podReady(p) {
+		if err != nil || !podutil.IsPodReady(p) {
 			t.Errorf("web-a not Ready under its policy (%v): %+v", err, p.Status.Conditions)
 		}
 	})
@@ -168,7 +169,7 @@ func waitReach(ctx context.Context, t *testing.T, srv *harness.APIServer, from *
 	var out string
 	var err error
 	pollErr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		out, err = kubectlOutput(t, srv, "exec", "-n", from.Namespace, from.Name, "--", harness.TestImageCommand, "dial", addr)
+		out, err = srv.KubectlOutput("exec", "-n", from.Namespace, from.Name, "--", harness.TestImageCommand, "dial", addr)
 		return (err == nil) == reachable, nil
 	})
 	if pollErr != nil {

@@ -30,7 +30,7 @@ func TestServerComponentPorts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := startServer(t, fmt.Sprintf("--controller-manager-arg=--secure-port=%d", cmPort),
+	srv, _ := harness.StartLocalServer(t, fmt.Sprintf("--controller-manager-arg=--secure-port=%d", cmPort),
 		fmt.Sprintf("--scheduler-arg=--secure-port=%d", schedPort))
 	admin, err := srv.Config()
 	if err != nil {
@@ -58,7 +58,7 @@ func TestServerComponentPorts(t *testing.T) {
 		t.Run(c.component, func(t *testing.T) {
 			base := fmt.Sprintf("https://127.0.0.1:%d", c.port)
 			// The port opens once the component starts, after /readyz.
-			eventually(t, 30*time.Second, c.component+" "+c.path, func(ctx context.Context) (bool, string) {
+			harness.Eventually(t, 30*time.Second, c.component+" "+c.path, func(ctx context.Context) (bool, string) {
 				code, body := get(ctx, anonymous, base+c.path+"?verbose")
 				return code == http.StatusOK && strings.Contains(body, c.check), fmt.Sprintf("%d %s", code, body)
 			})
@@ -68,7 +68,7 @@ func TestServerComponentPorts(t *testing.T) {
 			}
 			// The component loads the client CA from the cluster on its
 			// own after it serves; until then a certificate is anonymous.
-			eventually(t, 30*time.Second, c.component+" /metrics for the admin", func(ctx context.Context) (bool, string) {
+			harness.Eventually(t, 30*time.Second, c.component+" /metrics for the admin", func(ctx context.Context) (bool, string) {
 				code, body := get(ctx, asAdmin, base+"/metrics")
 				return code == http.StatusOK && strings.Contains(body, "# TYPE"), fmt.Sprintf("%d %.200s", code, body)
 			})

@@ -105,7 +105,7 @@ func TestProxyClusterIP(t *testing.T) {
 	if err := client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the deleted Service's ClusterIP stops answering", func(context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "the deleted Service's ClusterIP stops answering", func(context.Context) (bool, string) {
 		got, err := dialHello(clusterIP)
 		if err != nil {
 			return true, err.Error()
@@ -160,7 +160,7 @@ func listenHello(t *testing.T, address string) string {
 // within seconds) answers want.
 func waitHello(t *testing.T, target, want string) {
 	t.Helper()
-	eventually(t, time.Minute, target+" answers "+strconv.Quote(want), func(context.Context) (bool, string) {
+	harness.Eventually(t, time.Minute, target+" answers "+strconv.Quote(want), func(context.Context) (bool, string) {
 		got, err := dialHello(target)
 		if err != nil {
 			return false, err.Error()

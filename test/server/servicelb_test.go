@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeboot/kubeboot/test/harness"
 )
 
 // TestServiceLB: a LoadBalancer Service gets the Ready nodes' addresses
@@ -20,10 +22,10 @@ import (
 // another loadBalancerClass is left to its controller.
 func TestServiceLB(t *testing.T) {
 	t.Parallel()
-	_, client := startServer(t, "--simulated-nodes=2")
+	_, client := harness.StartLocalServer(t, "--simulated-nodes=2")
 	ctx := context.Background()
 	var nodeIPs []string
-	eventually(t, time.Minute, "two Ready simulated nodes", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, time.Minute, "two Ready simulated nodes", func(ctx context.Context) (bool, string) {
 		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -63,13 +65,13 @@ func TestServiceLB(t *testing.T) {
 	}
 
 	create("first", nil)
-	eventually(t, 30*time.Second, "first's ingress: the nodes' addresses", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "first's ingress: the nodes' addresses", func(ctx context.Context) (bool, string) {
 		got := ingress(ctx, "first")
 		return slices.Equal(got, nodeIPs), fmt.Sprint(got)
 	})
 	create("second", nil)
 	create("elsewhere", ptr.To("example.com/other"))
-	eventually(t, 30*time.Second, "second's PortInUse event", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "second's PortInUse event", func(ctx context.Context) (bool, string) {
 		return hasEvent(ctx, client, "second", "PortInUse"), "no event"
 	})
 	if got := ingress(ctx, "second"); len(got) > 0 {
@@ -78,7 +80,7 @@ func TestServiceLB(t *testing.T) {
 	if err := client.CoreV1().Services(metav1.NamespaceDefault).Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "second's ingress once first is gone", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, 30*time.Second, "second's ingress once first is gone", func(ctx context.Context) (bool, string) {
 		got := ingress(ctx, "second")
 		return slices.Equal(got, nodeIPs), fmt.Sprint(got)
 	})
