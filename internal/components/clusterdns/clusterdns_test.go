@@ -96,10 +96,16 @@ func TestStartKeepsTheProcessLogsInKlogsFormat(t *testing.T) {
 	}
 	defer instance.Stop() //nolint:errcheck // the test's end
 
+	// The plugin's setup points klog at CoreDNS's log before setUp's
+	// callback can give it back: a line or two logged in that window (a
+	// few milliseconds on a loaded machine, CI saw one) go to CoreDNS's
+	// log. The wait for its informers that follows, a second here, must
+	// not.
+	const window = 2
 	probe := regexp.MustCompile(`(?m)^I\d{4} [0-9:.]+ +\d+ \S+\] "Probe" n=\d+$`)
-	if got := len(probe.FindAllString(out.String(), -1)); got != logged || logged < 50 {
-		t.Errorf("klog's output has %d of the %d lines logged while CoreDNS started (want all, at least 50 over its 1 s startup_timeout):\n%s",
-			got, logged, firstLines(out.String(), 20))
+	if got := len(probe.FindAllString(out.String(), -1)); got < logged-window || logged < 50 {
+		t.Errorf("klog's output has %d of the %d lines logged while CoreDNS started (want all but the %d of the plugin's setup, at least 50 over its 1 s startup_timeout):\n%s",
+			got, logged, window, firstLines(out.String(), 20))
 	}
 }
 
