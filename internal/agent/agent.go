@@ -52,11 +52,11 @@ type Options struct {
 	Token, TokenFile string
 	// DataDir is --data-dir: the node's files.
 	DataDir string
-	// NodeName is --node-name, NodeIP --node-ip; NodeLabels and NodeTaints
-	// are --node-label and --node-taint (repeatable): the kubelet's
-	// --hostname-override, --node-ip, --node-labels and
-	// --register-with-taints.
-	NodeName, NodeIP       string
+	// NodeName is --node-name; NodeLabels and NodeTaints are --node-label
+	// and --node-taint (repeatable): the kubelet's --hostname-override,
+	// --node-labels and --register-with-taints. --node-ip is the node's
+	// (Node).
+	NodeName               string
 	NodeLabels, NodeTaints []string
 	// BalancerPort is --lb-server-port: where the node's components
 	// reach the servers, on 127.0.0.1 (balancer).
@@ -80,7 +80,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "A file holding the cluster's token (--token).")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the node's credentials and the kubelet's files.")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "The node's name. Default: the host name.")
-	fs.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "The node's IP address, which the cluster reaches it at. Default: the address of the host's default route.")
 	fs.StringArrayVar(&o.NodeLabels, "node-label", nil, "A label the node registers with, key=value (repeatable).")
 	fs.StringArrayVar(&o.NodeTaints, "node-taint", nil, "A taint the node registers with, key=value:Effect (repeatable).")
 	fs.IntVar(&o.BalancerPort, "lb-server-port", o.BalancerPort,
@@ -115,16 +114,10 @@ func (o *Options) Validate() error {
 	if o.BalancerPort < 1 || o.BalancerPort > 65535 {
 		return fmt.Errorf("--lb-server-port %d is not a port", o.BalancerPort)
 	}
-	if o.NodeIP != "" && net.ParseIP(o.NodeIP) == nil {
-		return fmt.Errorf("--node-ip %q is not an IP address", o.NodeIP)
-	}
 	// kubeboot's kubelet flags come first: --kubelet-arg overrides them.
 	var kubelet []string
 	if o.NodeName != "" {
 		kubelet = append(kubelet, "--hostname-override="+o.NodeName)
-	}
-	if o.NodeIP != "" {
-		kubelet = append(kubelet, "--node-ip="+o.NodeIP)
 	}
 	if len(o.NodeLabels) > 0 {
 		kubelet = append(kubelet, "--node-labels="+strings.Join(o.NodeLabels, ","))

@@ -24,7 +24,7 @@ const netnsEnv = "KUBEBOOT_IN_NETNS"
 const privateDevicePlugins = "mkdir -p /var/lib/kubelet/device-plugins && mount -t tmpfs -o mode=0755 tmpfs /var/lib/kubelet/device-plugins"
 
 // InNetNS runs the calling test again inside a new network namespace with
-// lo up and addrs (e.g. "198.51.100.1") on it, and reports whether the
+// lo up and addrs (e.g. "198.51.100.1", or "2001:db8::1") on it, and reports whether the
 // caller is that child: the parent returns false after the child finished
 // (its output is logged and its failure fails the parent), the child
 // returns true and carries on with the test body.
@@ -48,7 +48,13 @@ func InNetNS(t *testing.T, addrs ...string) bool {
 	}
 	script := []string{"set -e", "ip link set lo up", privateDevicePlugins}
 	for _, a := range addrs {
-		script = append(script, fmt.Sprintf("ip addr add %s/32 dev lo", a))
+		if strings.Contains(a, ":") {
+			// nodad: usable at once, without duplicate address detection.
+			a += "/128 nodad"
+		} else {
+			a += "/32"
+		}
+		script = append(script, fmt.Sprintf("ip addr add %s dev lo", a))
 	}
 	script = append(script, `exec "$@"`)
 	// A mount namespace too: what a kubelet mounts (volumes) goes with it.

@@ -63,7 +63,7 @@ func NodeArgs(t testing.TB, cri string) []string {
 func NodeServerArgs(t testing.TB, addr, cri string) []string {
 	t.Helper()
 	return append([]string{"--bind-address", addr, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
-		"--node", "--kubelet-arg=--node-ip=" + addr}, NodeArgs(t, cri)...)
+		"--node", "--node-ip=" + addr}, NodeArgs(t, cri)...)
 }
 
 // StartNodeServer starts a ready `kubeboot server --node` on its embedded

@@ -105,7 +105,9 @@ func (o *APIServer) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.SecretsEncryption, "secrets-encryption", c.SecretsEncryption, "Encrypt Secrets at rest with a key generated on first start, kept in --data-dir (encryption/config.yaml), shared by the cluster's servers and changed on all of them by `kubeboot secrets-encrypt` (k3s's flag). Excludes --encryption-provider-config.")
 	fs.StringVar(&c.SecretsEncryptionProvider, "secrets-encryption-provider", c.SecretsEncryptionProvider, "With --secrets-encryption: the type of the keys it generates, aescbc or secretbox (k3s's flag). Changing it takes effect at the next secrets-encrypt rotate-keys or prepare.")
 
-	fs.StringVar(&c.ServiceClusterIPRange, "service-cluster-ip-range", c.ServiceClusterIPRange, "A CIDR notation IP range from which to assign service cluster IPs, or two of different families separated by a comma for dual-stack (kubeadm's default; kube-apiserver's deprecated one is 10.0.0.0/24).")
+	fs.StringVar(&c.ServiceClusterIPRange, "service-cluster-ip-range", c.ServiceClusterIPRange, "A CIDR notation IP range from which to assign service cluster IPs, or two of different families separated by a comma for dual-stack (kubeadm's default; kube-apiserver's deprecated one is 10.0.0.0/24). --service-cidr is k3s's name for it.")
+	// k3s's name for the flag, one setting under both names.
+	fs.StringVar(&c.ServiceClusterIPRange, "service-cidr", c.ServiceClusterIPRange, "--service-cluster-ip-range (k3s's name).")
 	fs.StringVar(&c.ServiceNodePortRange, "service-node-port-range", c.ServiceNodePortRange, "A port range to reserve for services with NodePort visibility. Example: '30000-32767'. Inclusive at both ends of the range.")
 
 	fs.IntVar(&c.KubernetesServiceNodePort, "kubernetes-service-node-port", c.KubernetesServiceNodePort, "If non-zero, the Kubernetes master service (which apiserver creates/maintains) will be of type NodePort, using this as the value of the port. If zero, the Kubernetes master service will be of type ClusterIP.")

@@ -34,6 +34,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/components/servicelb"
 	"github.com/kubeboot/kubeboot/internal/components/simulatednodes"
+	"github.com/kubeboot/kubeboot/internal/platform/network"
 	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 )
 
@@ -224,7 +225,35 @@ func (o *Server) Validate() error {
 			o.ControlPlane.Nodes.PodNetwork.Backend))
 	}
 	errs = append(errs, o.validateNode())
+	if err := o.validateFamilies(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// validateFamilies checks that the Pods' ranges (--cluster-cidr) are of
+// the Services' families (--service-cluster-ip-range), the primary first:
+// the kubelet and kube-proxy take a node's primary family for the
+// cluster's. A range that does not parse is left to its own check.
+func (o *Server) validateFamilies() error {
+	services, err := network.ParseServiceCIDRs(o.ControlPlane.ServiceClusterIPRange)
+	if err != nil || !o.allocatesNodeCIDRs() {
+		return nil
+	}
+	cidr := o.ControllerManager.KubeCloudShared.ClusterCIDR
+	pods, err := network.ParsePrefixes("--cluster-cidr", cidr)
+	if err != nil {
+		return nil
+	}
+	if got, want := network.Families(pods...), network.Families(services.All()...); !slices.Equal(got, want) {
+		given := ""
+		if !o.clusterCIDRGiven() {
+			given = " (the default)"
+		}
+		return fmt.Errorf("--cluster-cidr %s%s is %v, but the Services' ranges (--service-cluster-ip-range %s) are %v: the Pods' ranges must be of the Services' families, the primary first",
+			cidr, given, got, services, want)
+	}
+	return nil
 }
 
 // defaultClusterCIDR widens node IPAM's range, when --cluster-cidr is
@@ -285,11 +314,11 @@ func (o *Server) nodeIPAM() (*simulatednodes.NodeIPAM, error) {
 	}
 	ipam := &simulatednodes.NodeIPAM{}
 	settings := o.ControllerManager.NodeIPAMController
-	for _, s := range strings.Split(o.ControllerManager.KubeCloudShared.ClusterCIDR, ",") {
-		cidr, err := netip.ParsePrefix(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fmt.Errorf("--cluster-cidr %q: %w", o.ControllerManager.KubeCloudShared.ClusterCIDR, err)
-		}
+	cidrs, err := network.ParsePrefixes("--cluster-cidr", o.ControllerManager.KubeCloudShared.ClusterCIDR)
+	if err != nil {
+		return nil, err
+	}
+	for _, cidr := range cidrs {
 		mask := cmp.Or(int(settings.NodeCIDRMaskSizeIPv4), int(settings.NodeCIDRMaskSize), 24)
 		if cidr.Addr().Is6() {
 			mask = cmp.Or(int(settings.NodeCIDRMaskSizeIPv6), int(settings.NodeCIDRMaskSize), 64)
@@ -313,6 +342,13 @@ func (o *Server) allocatesNodeCIDRs() bool {
 func (o *Server) validateNode() error {
 	if !o.Node.Enabled {
 		return o.Node.Validate()
+	}
+	// --node-ip against the Pods' ranges before the host is looked at
+	// (--kubelet-arg=--node-ip is checked when the node starts).
+	if o.allocatesNodeCIDRs() {
+		if err := hostnode.CheckFamilies(o.Node.NodeIPs, o.ControllerManager.KubeCloudShared.ClusterCIDR); err != nil {
+			return err
+		}
 	}
 	if !o.ControlPlane.Authentication.BootstrapToken.Enable {
 		return errors.New("--node needs --enable-bootstrap-token-auth: the kubelet joins with a bootstrap token")

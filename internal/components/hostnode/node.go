@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -23,6 +24,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/spf13/pflag"
+
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
@@ -31,10 +34,10 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
 	"github.com/kubeboot/kubeboot/internal/components/registrymirror"
 	"github.com/kubeboot/kubeboot/internal/platform/componentflags"
+	"github.com/kubeboot/kubeboot/internal/platform/network"
 	"github.com/kubeboot/kubeboot/internal/platform/nodejoin"
 	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 	"github.com/kubeboot/kubeboot/internal/platform/registries"
-	"github.com/spf13/pflag"
 )
 
 // policySyncTimeout bounds how long the kubelet waits for the node's
@@ -118,6 +121,9 @@ func Dir(dataDir string) string { return filepath.Join(dataDir, nodeDirName) }
 // On the way out the kubelet stops first, then the runtime.
 func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	n := &node{Options: o, dir: dir, cluster: c}
+	if err := CheckFamilies(o.nodeIPs, c.Settings.PodNetwork.ClusterCIDR); err != nil {
+		return err
+	}
 	if err := n.writeFiles(ctx); err != nil {
 		return err
 	}
@@ -417,7 +423,8 @@ func (o *Options) execKubelet(ctx context.Context, dir, config, bootstrapKubecon
 		"--kubeconfig=" + filepath.Join(dir, kubeletKubeconfigName),
 		"--cert-dir=" + filepath.Join(dir, kubeletCertDirName),
 		"--container-runtime-endpoint=" + runtime,
-	}, o.KubeletArgs...)
+	}, o.nodeIPArgs()...)
+	args = append(args, o.KubeletArgs...)
 	if err := componentflags.Publish(componentflags.Dir(dir), kubeletCommand, args[1:]); err != nil {
 		return nil, err
 	}
@@ -494,6 +501,37 @@ func (o *Options) runRegistryMirror(ctx context.Context, dir string, agent kuber
 	if err != nil && ctx.Err() == nil {
 		logger.Error(err, "The registry mirror stopped: this node pulls from the registries, and serves the others nothing")
 	}
+}
+
+// CheckFamilies checks that each of a node's addresses (--node-ip) is of a
+// family of the cluster's pod ranges (clusterCIDR, kube-controller-manager's
+// --cluster-cidr; "" or not a range: any): an agent learns them at its
+// join.
+func CheckFamilies(nodeIPs []netip.Addr, clusterCIDR string) error {
+	if clusterCIDR == "" {
+		return nil
+	}
+	pods, err := network.ParsePrefixes("--cluster-cidr", clusterCIDR)
+	if err != nil {
+		// Checked where it is given.
+		return nil
+	}
+	families := network.Families(pods...)
+	for _, ip := range nodeIPs {
+		if !slices.Contains(families, network.FamilyOf(ip)) {
+			return fmt.Errorf("--node-ip %s: the cluster has no %s ranges (its Pods' are %s)", ip, network.FamilyOf(ip), clusterCIDR)
+		}
+	}
+	return nil
+}
+
+// nodeIPArgs is --node-ip as the kubelet's flag, before --kubelet-arg,
+// which overrides it.
+func (o *Options) nodeIPArgs() []string {
+	if len(o.NodeIPs) == 0 {
+		return nil
+	}
+	return []string{"--node-ip=" + network.AddrsValue{Addrs: &o.NodeIPs}.String()}
 }
 
 // mirrorAddress is where the node's containerd reaches its own registry

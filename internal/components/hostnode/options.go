@@ -30,6 +30,7 @@ import (
 	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 	"github.com/kubeboot/kubeboot/internal/components/kubelethost"
 	"github.com/kubeboot/kubeboot/internal/components/podnetwork"
+	"github.com/kubeboot/kubeboot/internal/platform/network"
 	"github.com/kubeboot/kubeboot/internal/platform/registries"
 )
 
@@ -54,13 +55,19 @@ type Options struct {
 	// Runtime is the node's container runtime: the embedded containerd
 	// or --container-runtime-endpoint.
 	Runtime *containerruntime.Options
+	// NodeIPs is --node-ip: the node's addresses the cluster reaches it
+	// at, one of each of the cluster's families (the kubelet's --node-ip);
+	// none: the kubelet's choice, the default route's interface's.
+	NodeIPs []netip.Addr
 
 	// enabledBy is the flag that makes this host a node, "" for an agent,
 	// which is one anyway.
 	enabledBy string
-	// nodeName is the name the kubelet registers its Node by, nodeIP the
-	// first of its --node-ip (invalid: none given).
+	// nodeName is the name the kubelet registers its Node by, nodeIPs
+	// its --node-ip (--kubelet-arg's, else NodeIPs) and nodeIP the first
+	// of them (invalid: none given).
 	nodeName string
+	nodeIPs  []netip.Addr
 	nodeIP   netip.Addr
 	// proxy holds kube-proxy's options, ProxyArgs parsed by its own flag
 	// set, proxyFlags.
@@ -89,6 +96,8 @@ func (o *Options) AddAgentFlags(fs *pflag.FlagSet) {
 }
 
 func (o *Options) addArgFlags(fs *pflag.FlagSet, another string) {
+	fs.Var(network.AddrsValue{Flag: "--node-ip", Addrs: &o.NodeIPs}, "node-ip",
+		"The node's IP address, which the cluster reaches it at, or one of each family for a dual-stack cluster, comma-separated, the primary first (the kubelet's --node-ip). Default: the address of the host's default route.")
 	fs.StringArrayVar(&o.KubeletArgs, "kubelet-arg", nil,
 		another+" kubelet flag, as --name=value (repeatable), e.g. --kubelet-arg=--max-pods=250.")
 	fs.StringArrayVar(&o.ProxyArgs, "proxy-arg", nil,
@@ -103,6 +112,10 @@ func (o *Options) addArgFlags(fs *pflag.FlagSet, another string) {
 // NodeName is the name the node registers by (Validate first).
 func (o *Options) NodeName() string { return o.nodeName }
 
+// Addresses are the node's addresses its kubelet registers, its
+// --node-ip, primary first (Validate first); none: the kubelet's choice.
+func (o *Options) Addresses() []netip.Addr { return o.nodeIPs }
+
 // Validate parses the kubelet's and kube-proxy's flags as they do and
 // checks that the host can run the kubelet; each problem names its flag.
 // Without --node, --kubelet-arg and --proxy-arg are refused.
@@ -110,7 +123,7 @@ func (o *Options) Validate() error {
 	if !o.Enabled {
 		var given []string
 		for flag, set := range map[string]bool{"--kubelet-arg": len(o.KubeletArgs) > 0, "--proxy-arg": len(o.ProxyArgs) > 0,
-			"--default-local-storage-path": o.LocalStoragePath != "", "--container-runtime-endpoint": o.Runtime.Endpoint != "",
+			"--default-local-storage-path": o.LocalStoragePath != "", "--container-runtime-endpoint": o.Runtime.Endpoint != "", "--node-ip": len(o.NodeIPs) > 0,
 			"--pause-image":      o.Runtime.PauseImage != containerruntime.DefaultPauseImage,
 			"--snapshotter":      o.Runtime.Snapshotter != containerruntime.NewOptions().Snapshotter,
 			"--private-registry": o.Runtime.PrivateRegistry != registries.DefaultPath} {
@@ -164,10 +177,14 @@ func (o *Options) Validate() error {
 	if o.nodeName, err = nodeutil.GetHostname(kubelet.HostnameOverride); err != nil {
 		return fmt.Errorf("the node's name: %w", err)
 	}
-	if first, _, _ := strings.Cut(kubelet.NodeIP, ","); first != "" {
-		if o.nodeIP, err = netip.ParseAddr(strings.TrimSpace(first)); err != nil {
-			return fmt.Errorf("--kubelet-arg=--node-ip: %w", err)
+	o.nodeIPs = o.NodeIPs
+	if kubelet.NodeIP != "" {
+		if o.nodeIPs, err = network.ParseAddrs("--kubelet-arg=--node-ip", kubelet.NodeIP); err != nil {
+			return err
 		}
+	}
+	if len(o.nodeIPs) > 0 {
+		o.nodeIP = o.nodeIPs[0]
 	}
 	// kube-proxy finds its Node by the name the kubelet registers.
 	if kubelet.HostnameOverride != "" && !o.proxyFlags.Changed("hostname-override") {

@@ -1,6 +1,7 @@
 package network
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -68,5 +69,60 @@ func TestParsePortRange(t *testing.T) {
 	}
 	if s := (PortRange{Base: 30000, Size: 2768}).String(); s != "30000-32767" {
 		t.Errorf("String() = %q", s)
+	}
+}
+
+// TestParseFamilies: a flag of a cluster's ranges or a host's addresses
+// takes one, or two of different families, the primary first; errors
+// name the flag.
+func TestParseFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: "10.42.0.0/16", want: "10.42.0.0/16"},
+		{in: "10.42.0.0/16,2001:db8:42::/56", want: "10.42.0.0/16,2001:db8:42::/56"},
+		{in: "2001:db8:42::/56, 10.42.0.0/16", want: "2001:db8:42::/56,10.42.0.0/16"},
+		{in: "10.42.0.0/16,10.43.0.0/16", err: "both of one IP family"},
+		{in: "10.42.0.0/16,2001:db8:42::/56,10.43.0.0/16", err: "want one CIDR, or two"},
+		{in: "", err: "want one CIDR, or two"},
+		{in: "10.42.0.1/16", err: "did you mean 10.42.0.0/16"},
+		{in: "ten", err: `"ten" is not a valid CIDR`},
+	} {
+		got, err := ParsePrefixes("--cluster-cidr", tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "--cluster-cidr ") {
+				t.Errorf("ParsePrefixes(%q) = %v, %v; want an error naming --cluster-cidr, saying %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		var s []string
+		for _, p := range got {
+			s = append(s, p.String())
+		}
+		if err != nil || strings.Join(s, ",") != tc.want {
+			t.Errorf("ParsePrefixes(%q) = %v, %v; want %s", tc.in, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: "198.51.100.1", want: "198.51.100.1"},
+		{in: "198.51.100.1,2001:db8::1", want: "198.51.100.1,2001:db8::1"},
+		{in: "::ffff:198.51.100.1,2001:db8::1", want: "198.51.100.1,2001:db8::1"},
+		{in: "2001:db8::1,2001:db8::2", err: "both of one IP family"},
+		{in: "fe80::1%eth0", err: "zone"},
+		{in: "node-a", err: "not a valid IP address"},
+	} {
+		var got []netip.Addr
+		err := AddrsValue{Flag: "--node-ip", Addrs: &got}.Set(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "--node-ip ") {
+				t.Errorf("--node-ip %q: %v, %v; want an error naming the flag, saying %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if s := (AddrsValue{Addrs: &got}).String(); err != nil || s != tc.want {
+			t.Errorf("--node-ip %q = %s, %v; want %s", tc.in, s, err, tc.want)
+		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubeboot/kubeboot/internal/platform/network"
 )
 
 // DefaultClusterDomain is the cluster's DNS domain unless --cluster-domain
@@ -97,8 +99,14 @@ func (n PodNetwork) validate() error {
 	if !n.Enabled() {
 		return nil
 	}
-	if p, err := netip.ParsePrefix(n.ClusterCIDR); err != nil || !p.Addr().Is4() {
-		return fmt.Errorf("--cluster-cidr %q: the %s pod network needs one IPv4 range (--flannel-backend=none leaves the pod network to you)", n.ClusterCIDR, n.Backend)
+	pods, err := network.ParsePrefixes("--cluster-cidr", n.ClusterCIDR)
+	if err != nil {
+		return err
+	}
+	// flannel here carries IPv4 alone so far: the Pods of a dual-stack or
+	// IPv6 cluster need a CNI of the user's.
+	if len(pods) != 1 || !pods[0].Addr().Is4() {
+		return fmt.Errorf("--cluster-cidr %s: the %s pod network carries one IPv4 range (--flannel-backend=none leaves the pod network, of any family, to you)", n.ClusterCIDR, n.Backend)
 	}
 	return nil
 }

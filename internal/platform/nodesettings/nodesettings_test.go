@@ -22,6 +22,8 @@ func TestValidate(t *testing.T) {
 		{"unknown backend", func(s *Settings) { s.PodNetwork.Backend = "wireguard" }, "--flannel-backend"},
 		{"pod network without a range", func(s *Settings) { s.PodNetwork.ClusterCIDR = "" }, "--cluster-cidr"},
 		{"pod network on IPv6", func(s *Settings) { s.PodNetwork.ClusterCIDR = "fd00:42::/56" }, "--cluster-cidr"},
+		{"pod network dual-stack", func(s *Settings) { s.PodNetwork.ClusterCIDR = "10.42.0.0/16,fd00:42::/56" }, "carries one IPv4 range"},
+		{"no pod network, dual-stack", func(s *Settings) { s.PodNetwork = PodNetwork{ClusterCIDR: "10.42.0.0/16,fd00:42::/56", Backend: None} }, ""},
 		{"domain not a domain", func(s *Settings) { s.ClusterDomain = "Cluster_Local" }, "--cluster-domain"},
 		{"both wrong, both named", func(s *Settings) { s.ClusterDomain, s.PodNetwork.Backend = "", "x" }, "--cluster-domain"},
 	} {

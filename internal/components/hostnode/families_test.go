@@ -1,0 +1,32 @@
+package hostnode
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// TestCheckFamilies: a node's addresses must be of the families of the
+// cluster's pod ranges, which an agent learns at its join.
+func TestCheckFamilies(t *testing.T) {
+	v4, v6 := netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("2001:db8::7")
+	for _, tc := range []struct {
+		name    string
+		ips     []netip.Addr
+		cluster string
+		want    string // in the error; "": none
+	}{
+		{"IPv4 node, IPv4 cluster", []netip.Addr{v4}, "10.42.0.0/16", ""},
+		{"dual-stack node, dual-stack cluster", []netip.Addr{v4, v6}, "10.42.0.0/16,2001:db8:42::/56", ""},
+		{"IPv4 node, dual-stack cluster", []netip.Addr{v4}, "10.42.0.0/16,2001:db8:42::/56", ""},
+		{"no address given", nil, "2001:db8:42::/56", ""},
+		{"cluster ranges unknown", []netip.Addr{v6}, "", ""},
+		{"IPv6 node, IPv4 cluster", []netip.Addr{v6}, "10.42.0.0/16", "--node-ip 2001:db8::7: the cluster has no IPv6 ranges"},
+		{"dual-stack node, IPv6 cluster", []netip.Addr{v4, v6}, "2001:db8:42::/56", "--node-ip 198.51.100.7: the cluster has no IPv4 ranges"},
+	} {
+		err := CheckFamilies(tc.ips, tc.cluster)
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
