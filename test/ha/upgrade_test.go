@@ -47,12 +47,18 @@ func upgradeFrom(t *testing.T) string {
 // running (same Pod, no container restart) and its node stays Ready. The
 // longest time without an acknowledged write is logged.
 func TestUpgradeInPlace(t *testing.T) {
-	if !harness.InNetNS(t, harness.Addrs(0, 1, 2, 3)...) {
-		return
-	}
+	// Built before the network namespace, which has no network: the old
+	// commit's modules need not be in the module cache yet (CI's first
+	// run on a new machine). Inside, BuildAt finds it in the user's cache.
 	from := upgradeFrom(t)
 	old, err := harness.BuildAt(from, t.TempDir())
 	if err != nil {
+		t.Fatal(err)
+	}
+	if !harness.InNetNS(t, harness.Addrs(0, 1, 2, 3)...) {
+		return
+	}
+	if old, err = harness.BuildAt(from, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
