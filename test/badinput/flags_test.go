@@ -203,7 +203,9 @@ func TestBadServerFlags(t *testing.T) {
 		// The pod network.
 		{"unknown flannel backend", []string{"--flannel-backend=wireguard"}, "--flannel-backend"},
 		{"pod network without node CIDRs", []string{"--allocate-node-cidrs=false"}, "--allocate-node-cidrs"},
-		{"pod network on an IPv6 cluster CIDR", []string{"--cluster-cidr=fd00:42::/56"}, "--cluster-cidr"},
+		{"IPv6 cluster CIDR, IPv4 Services", []string{"--cluster-cidr=fd00:42::/56"}, "--cluster-cidr"},
+		{"IPv6 masquerade without an IPv6 pod range", []string{"--flannel-ipv6-masq"}, "--flannel-ipv6-masq"},
+		{"IPv6 masquerade without a pod network", []string{"--flannel-backend=none", "--flannel-ipv6-masq"}, "--flannel-ipv6-masq"},
 		// Dual-stack: one range or address of each family, the Pods' of
 		// the Services' families.
 		{"cluster CIDRs of one family", []string{"--flannel-backend=none", "--cluster-cidr=10.42.0.0/16,10.43.0.0/16"}, "--cluster-cidr"},

@@ -51,12 +51,29 @@ func WaitStop() { _, _ = io.Copy(io.Discard, os.Stdin) }
 // network and mount namespace, where InMachine reports true and env:
 // the test's branch for it sets the machine up, then waits for WaitStop.
 // The two are joined by a veth pair: this namespace's end, dev, gets
-// addr/24 and the machine's, eth0, peer/24. Call it inside the test's own
+// addr/24 and the machine's, eth0, peer/24; each may be an IPv4 and an
+// IPv6 address, comma-separated as --node-ip takes them (IPv6 on a /64).
+// Call it inside the test's own
 // namespace (InNetNS). The machine stops when the test ends; its output
 // is logged if the test failed.
 func StartMachine(t *testing.T, dev, addr, peer string, env map[string]string) {
 	t.Helper()
-	startMachine(t, dev, peer, env, []string{"ip", "addr", "add", addr + "/24", "dev", dev})
+	startMachine(t, dev, peer, env, ifaceAddrs(dev, addr)...)
+}
+
+// ifaceAddrs are the commands that give dev addrs, one address or an
+// IPv4 and an IPv6 one, comma-separated: a /24 for IPv4, a /64 for IPv6,
+// without duplicate address detection, so that it is usable at once.
+func ifaceAddrs(dev, addrs string) [][]string {
+	var cmds [][]string
+	for _, a := range strings.Split(addrs, ",") {
+		c := []string{"ip", "addr", "add", a + "/24", "dev", dev}
+		if strings.Contains(a, ":") {
+			c = []string{"ip", "addr", "add", a + "/64", "dev", dev, "nodad"}
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds
 }
 
 // Bridge makes a bridge, name, with addr/24 in this namespace, for
@@ -84,16 +101,19 @@ func StartMachineOn(t *testing.T, bridge, dev, peer string, env map[string]strin
 
 // startMachine starts the machine, its veth pair's end here, dev, set up
 // by attach.
-func startMachine(t *testing.T, dev, peer string, env map[string]string, attach []string) {
+func startMachine(t *testing.T, dev, peer string, env map[string]string, attach ...[]string) {
 	t.Helper()
 	var kvs []string
 	for k, v := range env {
 		kvs = append(kvs, k+"="+v)
 	}
-	script := strings.Join([]string{"set -e", "ip link set lo up", privateDevicePlugins,
-		"while ! ip link show eth0 >/dev/null 2>&1; do sleep 0.05; done",
-		"ip addr add " + peer + "/24 dev eth0", "ip link set eth0 up", `exec "$@"`}, "\n")
-	args := append([]string{"--net", "--mount", "--", "sh", "-c", script, "sh", os.Args[0]}, childTestArgs(t)...)
+	script := []string{"set -e", "ip link set lo up", privateDevicePlugins,
+		"while ! ip link show eth0 >/dev/null 2>&1; do sleep 0.05; done"}
+	for _, c := range ifaceAddrs("eth0", peer) {
+		script = append(script, strings.Join(c, " "))
+	}
+	script = append(script, "ip link set eth0 up", `exec "$@"`)
+	args := append([]string{"--net", "--mount", "--", "sh", "-c", strings.Join(script, "\n"), "sh", os.Args[0]}, childTestArgs(t)...)
 	m := &machine{cmd: exec.Command("unshare", args...), done: make(chan struct{})}
 	m.cmd.Env = append(os.Environ(), machineEnv+"="+strings.Join(kvs, ","))
 	m.cmd.Stdout, m.cmd.Stderr = &m.out, &m.out
@@ -129,11 +149,8 @@ func startMachine(t *testing.T, dev, peer string, env map[string]string, attach 
 	}); err != nil {
 		t.Fatalf("the second machine has no network namespace of its own: %v\n%s", err, m.out.String())
 	}
-	for _, c := range [][]string{
-		{"ip", "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", fmt.Sprint(pid)},
-		attach,
-		{"ip", "link", "set", dev, "up"},
-	} {
+	cmds := append([][]string{{"ip", "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", fmt.Sprint(pid)}}, attach...)
+	for _, c := range append(cmds, []string{"ip", "link", "set", dev, "up"}) {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", strings.Join(c, " "), err, out)
 		}

@@ -36,9 +36,10 @@ import (
 // class (kubectl create ingress, HTTP and HTTPS with its Secret's
 // certificate), and through a Gateway of class kubeboot: its HTTPRoute
 // (HTTP and a WebSocket), a GRPCRoute (gRPC in h2c) and a TLSRoute (TLS
-// passed through); their status has the nodes' addresses; a route to a
+// passed through); their status has the nodes' addresses, of every
+// family (addresses, in the order the status lists them); a route to a
 // missing Service says so and answers 500.
-func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, client kubernetes.Interface, nodes ...string) {
+func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, client kubernetes.Interface, addresses []string, nodes ...string) {
 	for _, name := range []string{"http-a", "http-b", "https-a"} {
 		node, mode := nodes[0], "http"
 		switch name {
@@ -55,12 +56,11 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 			t.Fatal(err)
 		}
 	}
-	addresses := []string{serverMachine, agentMachine}
 
 	t.Run("an Ingress, at every node's port 80", func(t *testing.T) {
 		srv.Kubectl(t, "create", "ingress", "web", "--rule=web.example/*=http-b:80")
 		for _, addr := range addresses {
-			waitHTTP(t, "http://"+addr+"/", "web.example", nil, 200, "hello from http-b")
+			waitHTTP(t, "http://"+net.JoinHostPort(addr, "80")+"/", "web.example", nil, 200, "hello from http-b")
 		}
 		waitHTTP(t, "http://"+serverMachine+"/", "other.example", nil, 404, "")
 		harness.Eventually(t, time.Minute, "the Ingress's status has the nodes' addresses", func(ctx context.Context) (bool, string) {
@@ -90,7 +90,7 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 		roots := x509.NewCertPool()
 		roots.AppendCertsFromPEM(certPEM)
 		for _, addr := range addresses {
-			waitHTTP(t, "https://"+addr+"/", "secure.example", &tls.Config{RootCAs: roots, ServerName: "secure.example"}, 200, "hello from http-a")
+			waitHTTP(t, "https://"+net.JoinHostPort(addr, "443")+"/", "secure.example", &tls.Config{RootCAs: roots, ServerName: "secure.example"}, 200, "hello from http-a")
 		}
 	})
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,39 +17,53 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeboot/kubeboot/test/harness"
 )
 
-// The two machines of TestTwoNodes, on one veth pair.
+// The two machines of TestTwoNodes, on one veth pair, and their IPv6
+// addresses in a dual-stack cluster.
 const (
-	serverMachine = "198.51.100.1"
-	agentMachine  = "198.51.100.2"
-	agentNodeName = "node-b"
+	serverMachine  = "198.51.100.1"
+	agentMachine   = "198.51.100.2"
+	serverMachine6 = "2001:db8::1"
+	agentMachine6  = "2001:db8::2"
+	agentNodeName  = "node-b"
 )
 
-// TestTwoNodes runs a cluster of two machines, each a network and mount
-// namespace with its own containerd, joined by a veth pair: `kubeboot
-// server --node` on one, `kubeboot agent` on the other. It checks that
-// both nodes join Ready on the pod network (flannel's vxlan between
-// them), with the backend the server says, that the server's host reaches a Pod on the agent's node by its
-// IP, that a Pod reaches a Pod on the other node by IP, and a Service on
-// the other node by its DNS name (the cluster DNS on the server, through
-// kube-proxy on the agent's node); and that the agent's node keeps its
-// Pods running while the server is gone, and is Ready again once it is
-// back.
-func TestTwoNodes(t *testing.T) { testTwoNodes(t, "vxlan") }
+// dualStackArgs make a dual-stack cluster, IPv4 primary: the server's
+// node's addresses and the Pods' and Services' ranges of both families,
+// the Pods' IPv6 traffic masqueraded as k3s's --flannel-ipv6-masq does.
+var dualStackArgs = []string{"--node-ip=" + serverMachine + "," + serverMachine6,
+	"--cluster-cidr=10.42.0.0/16,fd00:42::/56", "--service-cidr=10.96.0.0/16,fd00:96::/112", "--flannel-ipv6-masq"}
 
-// TestTwoNodesHostGW is TestTwoNodes on flannel's host-gw backend: routes
-// to the other node's pod CIDR through its address, no overlay.
-func TestTwoNodesHostGW(t *testing.T) { testTwoNodes(t, "host-gw") }
+// TestTwoNodes runs a dual-stack cluster of two machines, each a network
+// and mount namespace with its own containerd, joined by a veth pair
+// with an address of each family: `kubeboot server --node` on one,
+// `kubeboot agent` on the other. It checks that both nodes join Ready on
+// the pod network (flannel's vxlan between them, over each family), with
+// the backend the server says, that the server's host reaches a Pod on
+// the agent's node by each of its IPs, that a Pod reaches a Pod on the
+// other node by each IP, and a Service on the other node by its DNS name
+// (the cluster DNS on the server, A and AAAA, through kube-proxy on the
+// agent's node) and by each of its ClusterIPs; that NetworkPolicy holds
+// over both families; and that the agent's node keeps its Pods running
+// while the server is gone, and is Ready again once it is back.
+func TestTwoNodes(t *testing.T) { testTwoNodes(t, "vxlan", true) }
+
+// TestTwoNodesHostGW is TestTwoNodes on flannel's host-gw backend, IPv4
+// only: routes to the other node's pod CIDR through its address, no
+// overlay.
+func TestTwoNodesHostGW(t *testing.T) { testTwoNodes(t, "host-gw", false) }
 
 // startAgentMachine is the start of a test of two machines, the server's
 // and the agent's: in the agent's machine it runs the agent and returns
 // false, as it does in the test's own process outside its network
 // namespace; in the server's machine it starts the agent's and returns
-// the binary and where to hand the token over (HandOverToken).
-func startAgentMachine(t *testing.T) (bin, tokenFile string, ok bool) {
+// the binary and where to hand the token over (HandOverToken). In a
+// dual-stack test both machines have an IPv6 address too.
+func startAgentMachine(t *testing.T, dualStack bool) (bin, tokenFile string, ok bool) {
 	if env, ok := harness.InMachine(); ok {
 		runAgentMachine(t, env)
 		return "", "", false
@@ -65,12 +81,16 @@ func startAgentMachine(t *testing.T) (bin, tokenFile string, ok bool) {
 	// first, so that it is ready when the token is: it reads it from a
 	// file this machine writes.
 	tokenFile = filepath.Join(t.TempDir(), "token")
-	harness.StartMachine(t, "eth0", serverMachine, agentMachine, map[string]string{"token": tokenFile})
+	addr, peer := serverMachine, agentMachine
+	if dualStack {
+		addr, peer = addr+","+serverMachine6, peer+","+agentMachine6
+	}
+	harness.StartMachine(t, "eth0", addr, peer, map[string]string{"token": tokenFile, "dualStack": strconv.FormatBool(dualStack)})
 	return bin, tokenFile, true
 }
 
-func testTwoNodes(t *testing.T, backend string) {
-	bin, tokenFile, ok := startAgentMachine(t)
+func testTwoNodes(t *testing.T, backend string, dualStack bool) {
+	bin, tokenFile, ok := startAgentMachine(t, dualStack)
 	if !ok {
 		return
 	}
@@ -84,6 +104,9 @@ func testTwoNodes(t *testing.T, backend string) {
 	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--advertise-address", serverMachine, "--flannel-backend="+backend,
 		"--embedded-registry", "--private-registry="+writePeerRegistries(t))
 	serverArgs = append(serverArgs, harness.FastMetricsArgs...)
+	if dualStack {
+		serverArgs = append(serverArgs, dualStackArgs...)
+	}
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
 	harness.HandOverToken(t, dataDir, tokenFile)
 	client := srv.MustClient(t)
@@ -96,47 +119,91 @@ func testTwoNodes(t *testing.T, backend string) {
 	}
 	webA := runPod(ctx, t, client, webPod("web-a", nodeName, "serve"))
 	webB := runPod(ctx, t, client, webPod("web-b", agentNodeName, "serve"))
+	families := 1
+	if dualStack {
+		families = 2
+	}
+	if len(webA.Status.PodIPs) != families || len(webB.Status.PodIPs) != families {
+		t.Fatalf("Pod IPs %v and %v, want %d each, one of each family", webA.Status.PodIPs, webB.Status.PodIPs, families)
+	}
 
-	t.Run("the backend routes the other node's pod CIDR", func(t *testing.T) {
+	t.Run("the backend routes the other node's pod CIDRs", func(t *testing.T) {
 		n, err := client.CoreV1().Nodes().Get(ctx, agentNodeName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]string{"vxlan": "dev flannel.1", "host-gw": "via " + agentMachine + " dev eth0"}[backend]
-		if out, err := runCommand("ip", "route", "show", n.Spec.PodCIDR); err != nil || !strings.Contains(out, want) {
-			t.Errorf("route to node %s's pod CIDR %s: %q (%v), want %q", agentNodeName, n.Spec.PodCIDR, out, err, want)
+		if len(n.Spec.PodCIDRs) != families {
+			t.Fatalf("node %s's pod CIDRs %v, want %d", agentNodeName, n.Spec.PodCIDRs, families)
+		}
+		for _, cidr := range n.Spec.PodCIDRs {
+			want := map[string]string{"vxlan": "dev flannel.1", "host-gw": "via " + agentMachine + " dev eth0"}[backend]
+			family := "-4"
+			if strings.Contains(cidr, ":") {
+				want = map[string]string{"vxlan": "dev flannel-v6.1", "host-gw": "via " + agentMachine6 + " dev eth0"}[backend]
+				family = "-6"
+			}
+			if out, err := runCommand("ip", family, "route", "show", cidr); err != nil || !strings.Contains(out, want) {
+				t.Errorf("route to node %s's pod CIDR %s: %q (%v), want %q", agentNodeName, cidr, out, err, want)
+			}
 		}
 	})
 
-	t.Run("this host reaches a Pod on the other node", func(t *testing.T) {
-		waitHello(t, net.JoinHostPort(webB.Status.PodIP, "8080"), "hello from web-b")
-	})
+	if dualStack {
+		t.Run("the Pods' IPv6 traffic leaving the cluster is masqueraded (--flannel-ipv6-masq)", func(t *testing.T) {
+			out, err := runCommand("nft", "list", "chain", "ip6", "flannel-ipv6", "postrtg")
+			if err != nil || !strings.Contains(out, "ip6 saddr fd00:42::/56 ip6 daddr != ff00::/8 masquerade") {
+				t.Errorf("nft list chain ip6 flannel-ipv6 postrtg: %v\n%s\nwant the Pods' range masqueraded", err, out)
+			}
+		})
+	}
 
-	t.Run("a Pod reaches a Pod on the other node by IP", func(t *testing.T) {
-		if out := srv.Kubectl(t, "exec", "web-a", "--", harness.TestImageCommand, "dial", net.JoinHostPort(webB.Status.PodIP, "8080")); out != "hello from web-b\n" {
-			t.Errorf("web-a dialling web-b at %s: %q, want its greeting", webB.Status.PodIP, out)
+	t.Run("this host reaches a Pod on the other node by each of its IPs", func(t *testing.T) {
+		for _, ip := range webB.Status.PodIPs {
+			waitHello(t, net.JoinHostPort(ip.IP, "8080"), "hello from web-b")
 		}
 	})
 
-	t.Run("a Pod reaches a Service on the other node by name", func(t *testing.T) {
+	t.Run("a Pod reaches a Pod on the other node by each of its IPs", func(t *testing.T) {
+		for _, ip := range webB.Status.PodIPs {
+			if out := srv.Kubectl(t, "exec", "web-a", "--", harness.TestImageCommand, "dial", net.JoinHostPort(ip.IP, "8080")); out != "hello from web-b\n" {
+				t.Errorf("web-a dialling web-b at %s: %q, want its greeting", ip.IP, out)
+			}
+		}
+	})
+
+	t.Run("a Pod reaches a Service on the other node by name and by each ClusterIP", func(t *testing.T) {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "web-a", Namespace: metav1.NamespaceDefault},
-			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web-a"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web-a"}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicyPreferDualStack),
 				Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 		}
-		if _, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		svc, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if len(svc.Spec.ClusterIPs) != families {
+			t.Fatalf("the Service's ClusterIPs %v, want %d", svc.Spec.ClusterIPs, families)
 		}
 		// kube-proxy on the agent's node programs the Service (and the
 		// DNS's) once it sees them.
 		var out string
-		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
 			o, err := srv.KubectlOutput("exec", "web-b", "--", harness.TestImageCommand, "dial", "web-a.default.svc.cluster.local:80")
 			out = o
 			return err == nil && o == "hello from web-a\n", nil
 		})
 		if err != nil {
 			t.Errorf("web-b dialling web-a.default.svc.cluster.local:80: %q (%v), want web-a's greeting (web-a at %s)", out, err, webA.Status.PodIP)
+		}
+		// The cluster DNS answers A and AAAA: a record of each ClusterIP.
+		want := slices.Sorted(slices.Values(svc.Spec.ClusterIPs))
+		if out := srv.Kubectl(t, "exec", "web-b", "--", harness.TestImageCommand, "lookup", "web-a.default.svc.cluster.local"); out != strings.Join(want, "\n")+"\n" {
+			t.Errorf("web-b looking web-a.default.svc.cluster.local up: %q, want %v", out, want)
+		}
+		for _, ip := range svc.Spec.ClusterIPs {
+			if out := srv.Kubectl(t, "exec", "web-b", "--", harness.TestImageCommand, "dial", net.JoinHostPort(ip, "80")); out != "hello from web-a\n" {
+				t.Errorf("web-b dialling the Service at %s: %q, want web-a's greeting", ip, out)
+			}
 		}
 	})
 
@@ -156,7 +223,11 @@ func testTwoNodes(t *testing.T, backend string) {
 
 	if backend == "vxlan" {
 		t.Run("traffic in: Ingress and Gateway at every node's address", func(t *testing.T) {
-			checkTrafficIn(ctx, t, srv, client, nodeName, agentNodeName)
+			addresses := []string{serverMachine, agentMachine}
+			if dualStack {
+				addresses = append(addresses, serverMachine6, agentMachine6)
+			}
+			checkTrafficIn(ctx, t, srv, client, addresses, nodeName, agentNodeName)
 		})
 	}
 
@@ -251,8 +322,12 @@ func webPod(name, node, command string) *corev1.Pod {
 // runAgentMachine is TestTwoNodes's second machine: `kubeboot agent`,
 // joined with the token the server's machine writes to env["token"].
 func runAgentMachine(t *testing.T, env map[string]string) {
+	nodeIP := agentMachine
+	if env["dualStack"] == "true" {
+		nodeIP += "," + agentMachine6
+	}
 	harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(serverMachine, "6443"), TokenFile: env["token"],
-		NodeName: agentNodeName, NodeIP: agentMachine, Args: []string{"--private-registry=" + writePeerRegistries(t)}})
+		NodeName: agentNodeName, NodeIP: nodeIP, Args: []string{"--private-registry=" + writePeerRegistries(t)}})
 }
 
 // peerImage is an image of a registry that resolves nowhere, in the server
@@ -287,7 +362,7 @@ func runCommand(name string, args ...string) (string, error) {
 // pods and services proxy subresources, and its kubelet, through the
 // tunnel the agent opened to it (agenttunnel).
 func TestAgentlessServer(t *testing.T) {
-	bin, tokenFile, ok := startAgentMachine(t)
+	bin, tokenFile, ok := startAgentMachine(t, false)
 	if !ok {
 		return
 	}

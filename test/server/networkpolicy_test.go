@@ -38,8 +38,9 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 	outsider := webPod("outsider", agentNodeName, "serve")
 	outsider.Namespace = other.Name
 	outsider = runPod(ctx, t, client, outsider)
-	a := net.JoinHostPort(webA.Status.PodIP, "8080")
-	o := net.JoinHostPort(outsider.Status.PodIP, "8080")
+	// Each check is made at each of the Pods' addresses: a policy holds
+	// over both families of a dual-stack cluster.
+	a, o := podAddrs(webA, "8080"), podAddrs(outsider, "8080")
 	const svcA = "web-a.default.svc.cluster.local:80"
 
 	policies := client.NetworkingV1().NetworkPolicies(metav1.NamespaceDefault)
@@ -49,15 +50,17 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 		t.Fatal(err)
 	}
 	t.Run("ingress: a selected peer on the other node reaches the Pod, by IP and through its Service", func(t *testing.T) {
-		waitReach(ctx, t, srv, outsider, a, false)
-		waitReach(ctx, t, srv, webB, a, true)
-		waitReach(ctx, t, srv, webB, svcA, true)
+		waitReach(ctx, t, srv, outsider, false, a...)
+		waitReach(ctx, t, srv, webB, true, a...)
+		waitReach(ctx, t, srv, webB, true, svcA)
 	})
 	t.Run("ingress: a Pod of another namespace is refused, by IP and through the Service", func(t *testing.T) {
-		waitReach(ctx, t, srv, outsider, svcA, false)
+		waitReach(ctx, t, srv, outsider, false, svcA)
 	})
 	t.Run("ingress: the Pod's own node always reaches it (the kubelet's probes)", func(t *testing.T) {
-		waitHello(t, a, "hello from web-a")
+		for _, addr := range a {
+			waitHello(t, addr, "hello from web-a")
+		}
 		p, err := client.CoreV1().Pods(webA.Namespace).Get(ctx, webA.Name, metav1.GetOptions{})
 		if err != nil || !podutil.IsPodReady(p) {
 			t.Errorf("web-a not Ready under its policy (%v): %+v", err, p.Status.Conditions)
@@ -70,8 +73,8 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 		t.Fatal(err)
 	}
 	t.Run("egress: the Pod reaches only what its policy allows", func(t *testing.T) {
-		waitReach(ctx, t, srv, webB, o, false)
-		waitReach(ctx, t, srv, webB, a, true)
+		waitReach(ctx, t, srv, webB, false, o...)
+		waitReach(ctx, t, srv, webB, true, a...)
 		// The Service's address is rewritten to web-a's before the
 		// policy sees it.
 		// (Its name is not resolved: DNS is not allowed.)
@@ -79,7 +82,9 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitReach(ctx, t, srv, webB, net.JoinHostPort(svc.Spec.ClusterIP, "80"), true)
+		for _, ip := range svc.Spec.ClusterIPs {
+			waitReach(ctx, t, srv, webB, true, net.JoinHostPort(ip, "80"))
+		}
 	})
 
 	t.Run("a connection opened before a policy stays open; new ones are refused", func(t *testing.T) {
@@ -135,8 +140,8 @@ func checkNetworkPolicy(ctx context.Context, t *testing.T, srv *harness.APIServe
 				t.Fatal(err)
 			}
 		}
-		waitReach(ctx, t, srv, outsider, a, true)
-		waitReach(ctx, t, srv, webB, o, true)
+		waitReach(ctx, t, srv, outsider, true, a...)
+		waitReach(ctx, t, srv, webB, true, o...)
 	})
 	deletePod(ctx, t, client, outsider.Namespace, outsider.Name)
 }
@@ -163,8 +168,25 @@ func allowOnly(name, app string, direction networkingv1.PolicyType, peer string)
 	return np
 }
 
-// waitReach waits until from's dial of addr succeeds (reachable) or fails.
-func waitReach(ctx context.Context, t *testing.T, srv *harness.APIServer, from *corev1.Pod, addr string, reachable bool) {
+// podAddrs are the Pod's addresses, one of each of its IPs, at port.
+func podAddrs(p *corev1.Pod, port string) []string {
+	var addrs []string
+	for _, ip := range p.Status.PodIPs {
+		addrs = append(addrs, net.JoinHostPort(ip.IP, port))
+	}
+	return addrs
+}
+
+// waitReach waits until from's dial of each of addrs succeeds (reachable)
+// or fails.
+func waitReach(ctx context.Context, t *testing.T, srv *harness.APIServer, from *corev1.Pod, reachable bool, addrs ...string) {
+	t.Helper()
+	for _, addr := range addrs {
+		waitReachOne(ctx, t, srv, from, addr, reachable)
+	}
+}
+
+func waitReachOne(ctx context.Context, t *testing.T, srv *harness.APIServer, from *corev1.Pod, addr string, reachable bool) {
 	t.Helper()
 	var out string
 	var err error

@@ -154,7 +154,9 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 	o.ClusterDNS.AddFlags(fs)
 	fs.StringVar(&nodes.PodNetwork.Backend, "flannel-backend", nodes.PodNetwork.Backend,
 		"How the nodes' Pods reach each other (flannel, in each node's process): "+strings.Join(nodesettings.Backends, ", ")+
-			"; none leaves the CNI to you. The nodes' pod CIDRs come from --cluster-cidr.")
+			"; none leaves the CNI to you. The nodes' pod CIDRs come from --cluster-cidr, one range of each family.")
+	fs.BoolVar(&nodes.PodNetwork.IPv6Masq, "flannel-ipv6-masq", nodes.PodNetwork.IPv6Masq,
+		"Masquerade the Pods' IPv6 traffic that leaves --cluster-cidr to the node's address, as their IPv4 traffic is (k3s's flag); off: the IPv6 pod range must be routed to the nodes.")
 	fs.BoolVar(&nodes.EmbeddedRegistry, "embedded-registry", nodes.EmbeddedRegistry,
 		"The nodes serve each other the images their containerd holds, for the registries their registries.yaml lists under mirrors (k3s's flag): "+
 			"an image pulled or imported on one node is pulled by the others from it, over TLS with the cluster's certificates, on port "+strconv.Itoa(registrymirror.Port)+".")

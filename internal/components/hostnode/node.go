@@ -297,7 +297,7 @@ func (n *node) startBesideKubelet(ctx, kubeletCtx context.Context, parts chan<- 
 		}
 	}()
 	go func() {
-		parts <- partExit{"the pod network", podnetwork.Run(kubeletCtx, podnetwork.Node{Name: n.nodeName, IP: n.nodeIP, Dir: n.dir,
+		parts <- partExit{"the pod network", podnetwork.Run(kubeletCtx, podnetwork.Node{Name: n.nodeName, IPs: n.nodeIPs, Dir: n.dir,
 			Network: settings.PodNetwork, Kubeconfig: AgentKubeconfig(n.dir), Client: n.agent, CNIConf: n.CNIConf})}
 	}()
 	go func() { parts <- partExit{"kube-proxy", n.runProxy(ctx, n.dir)} }()

@@ -41,9 +41,14 @@ const (
 	subnetFileName = "subnet.env"
 )
 
-// netConf is flannel's network configuration (its net-conf.json).
+// netConf is flannel's network configuration (its net-conf.json): a
+// range of each family the cluster's Pods have. flannel enables IPv4
+// unless told otherwise, so both switches are always written.
 type netConf struct {
-	Network        string
+	Network        string `json:",omitempty"`
+	IPv6Network    string `json:",omitempty"`
+	EnableIPv4     bool
+	EnableIPv6     bool
 	EnableNFTables bool
 	Backend        struct{ Type string }
 }
@@ -55,7 +60,14 @@ func writeNetConf(dir string, n nodesettings.PodNetwork) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", err
 	}
-	conf := netConf{Network: n.ClusterCIDR, EnableNFTables: useNFTables()}
+	conf := netConf{EnableNFTables: useNFTables()}
+	for _, r := range n.Ranges() {
+		if r.Addr().Is4() {
+			conf.Network, conf.EnableIPv4 = r.String(), true
+		} else {
+			conf.IPv6Network, conf.EnableIPv6 = r.String(), true
+		}
+	}
 	conf.Backend.Type = n.Backend
 	data, err := json.Marshal(conf)
 	if err != nil {
@@ -68,9 +80,10 @@ func writeNetConf(dir string, n nodesettings.PodNetwork) (string, error) {
 type Node struct {
 	// Name is the Node's name.
 	Name string
-	// IP is the address the node's traffic to other nodes leaves from;
-	// invalid: the default route's interface's.
-	IP netip.Addr
+	// IPs are the addresses the node's traffic to other nodes leaves
+	// from, one of each family (--node-ip), on one interface; none: the
+	// default route's interface's.
+	IPs []netip.Addr
 	// Dir is the node's directory, where flannel's files go.
 	Dir string
 	// Network is the cluster's pod network.

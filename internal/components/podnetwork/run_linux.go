@@ -55,7 +55,7 @@ func Run(ctx context.Context, node Node) error {
 	}
 	logger := klog.FromContext(ctx).WithName("podnetwork")
 	ctx = klog.NewContext(ctx, logger)
-	podCIDR, err := waitPodCIDR(ctx, node)
+	podCIDRs, err := waitPodCIDRs(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -80,11 +80,21 @@ func Run(ctx context.Context, node Node) error {
 	if err != nil {
 		return fmt.Errorf("flannel: %w", err)
 	}
+	// flannel finds the interface by the first address, and takes each
+	// family's address for the other nodes to reach.
 	var iface string
-	if node.IP.IsValid() {
-		iface = node.IP.String()
+	var public ipmatch.PublicIPOpts
+	for _, a := range node.IPs {
+		if iface == "" {
+			iface = a.String()
+		}
+		if a.Is4() {
+			public.PublicIP = a.String()
+		} else {
+			public.PublicIPv6 = a.String()
+		}
 	}
-	extIface, err := ipmatch.LookupExtIface(iface, "", "", ipStack, ipmatch.PublicIPOpts{PublicIP: iface})
+	extIface, err := ipmatch.LookupExtIface(iface, "", "", ipStack, public)
 	if err != nil {
 		return fmt.Errorf("flannel: the node's interface: %w", err)
 	}
@@ -102,7 +112,12 @@ func Run(ctx context.Context, node Node) error {
 	if err := traffic.Init(ctx); err != nil {
 		return fmt.Errorf("flannel's traffic rules: %w", err)
 	}
-	if err := traffic.SetupAndEnsureMasqRules(ctx, config.Network, ip.IP4Net{}, ip.IP4Net{}, config.IPv6Network, ip.IP6Net{}, ip.IP6Net{},
+	// IPv4 is always masqueraded, IPv6 where --flannel-ipv6-masq says.
+	var masq6 ip.IP6Net
+	if node.Network.IPv6Masq {
+		masq6 = config.IPv6Network
+	}
+	if err := traffic.SetupAndEnsureMasqRules(ctx, config.Network, ip.IP4Net{}, ip.IP4Net{}, masq6, ip.IP6Net{}, ip.IP6Net{},
 		bn.Lease(), resyncSeconds, false); err != nil {
 		return fmt.Errorf("flannel's masquerade rules: %w", err)
 	}
@@ -110,13 +125,19 @@ func Run(ctx context.Context, node Node) error {
 	if err := sm.HandleSubnetFile(filepath.Join(node.Dir, dirName, subnetFileName), config, true, bn.Lease().Subnet, bn.Lease().IPv6Subnet, bn.MTU()); err != nil {
 		return fmt.Errorf("flannel's subnet file: %w", err)
 	}
-	if lease := bn.Lease().Subnet.String(); lease != podCIDR.String() {
-		return fmt.Errorf("flannel took %s, but node %s's pod CIDR is %s", lease, node.Name, podCIDR)
+	for _, podCIDR := range podCIDRs {
+		lease := bn.Lease().Subnet.String()
+		if podCIDR.Addr().Is6() {
+			lease = bn.Lease().IPv6Subnet.String()
+		}
+		if lease != podCIDR.String() {
+			return fmt.Errorf("flannel took %s, but node %s's pod CIDR is %s", lease, node.Name, podCIDR)
+		}
 	}
-	if err := writeCNIConf(node.CNIConf, podCIDR, bn.MTU()); err != nil {
+	if err := writeCNIConf(node.CNIConf, podCIDRs, bn.MTU()); err != nil {
 		return fmt.Errorf("--flannel-cni-conf %s: %w", node.CNIConf, err)
 	}
-	logger.Info("The pod network is up", "backend", config.BackendType, "podCIDR", podCIDR, "interface", extIface.Iface.Name, "mtu", bn.MTU())
+	logger.Info("The pod network is up", "backend", config.BackendType, "podCIDRs", podCIDRs, "interface", extIface.Iface.Name, "mtu", bn.MTU())
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -130,24 +151,33 @@ func Run(ctx context.Context, node Node) error {
 	return nil
 }
 
-// waitPodCIDR waits until the node has registered and
-// kube-controller-manager has given it its pod CIDR.
-func waitPodCIDR(ctx context.Context, node Node) (netip.Prefix, error) {
-	var podCIDR netip.Prefix
+// waitPodCIDRs waits until the node has registered and
+// kube-controller-manager has given it a pod CIDR of each of the
+// cluster's ranges, and returns them, primary first.
+func waitPodCIDRs(ctx context.Context, node Node) ([]netip.Prefix, error) {
+	want := max(len(node.Network.Ranges()), 1)
+	var podCIDRs []netip.Prefix
 	logged := false
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		n, err := node.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-		if err != nil || n.Spec.PodCIDR == "" {
+		if err != nil || len(n.Spec.PodCIDRs) < want {
 			if !logged {
-				klog.FromContext(ctx).Info("Waiting for the node's pod CIDR", "node", node.Name)
+				klog.FromContext(ctx).Info("Waiting for the node's pod CIDRs", "node", node.Name, "ranges", want)
 				logged = true
 			}
 			return false, nil
 		}
-		podCIDR, err = netip.ParsePrefix(n.Spec.PodCIDR)
-		return true, err
+		podCIDRs = podCIDRs[:0]
+		for _, c := range n.Spec.PodCIDRs {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				return false, fmt.Errorf("node %s's pod CIDR %q: %w", node.Name, c, err)
+			}
+			podCIDRs = append(podCIDRs, p)
+		}
+		return true, nil
 	})
-	return podCIDR, err
+	return podCIDRs, err
 }
 
 // trafficManager is flannel's manager of the masquerade and forward
@@ -161,7 +191,12 @@ func trafficManager() trafficmngr.TrafficManager {
 
 // writeCNIConf writes the node's CNI configuration, replacing the file
 // at once so that the runtime never reads half of it.
-func writeCNIConf(path string, podCIDR netip.Prefix, mtu int) error {
+func writeCNIConf(path string, podCIDRs []netip.Prefix, mtu int) error {
+	// host-local gives each Pod an address of each range.
+	var ranges [][]map[string]string
+	for _, c := range podCIDRs {
+		ranges = append(ranges, []map[string]string{{"subnet": c.String()}})
+	}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       "kubeboot",
@@ -178,7 +213,7 @@ func writeCNIConf(path string, podCIDR netip.Prefix, mtu int) error {
 				"ipMasq": false,
 				"ipam": map[string]any{
 					"type":   "host-local",
-					"ranges": [][]map[string]string{{{"subnet": podCIDR.String()}}},
+					"ranges": ranges,
 				},
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}, "snat": true},

@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flannel-io/flannel/pkg/subnet"
+
+	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 )
 
 func TestCheckCNIConf(t *testing.T) {
@@ -36,7 +40,8 @@ func TestCheckCNIConf(t *testing.T) {
 
 func TestWriteCNIConf(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "net.d", "10-flannel.conflist")
-	if err := writeCNIConf(path, netip.MustParsePrefix("10.42.3.0/24"), 1450); err != nil {
+	podCIDRs := []netip.Prefix{netip.MustParsePrefix("10.42.3.0/24"), netip.MustParsePrefix("fd00:42:0:3::/64")}
+	if err := writeCNIConf(path, podCIDRs, 1450); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
@@ -56,11 +61,56 @@ func TestWriteCNIConf(t *testing.T) {
 	if err := json.Unmarshal(data, &conf); err != nil {
 		t.Fatal(err)
 	}
+	// One range set per family: host-local gives a Pod an address of each.
 	if len(conf.Plugins) != 2 || conf.Plugins[0].Type != "bridge" || conf.Plugins[0].MTU != 1450 ||
-		conf.Plugins[0].IPAM.Type != "host-local" || conf.Plugins[0].IPAM.Ranges[0][0].Subnet != "10.42.3.0/24" || conf.Plugins[1].Type != "portmap" {
-		t.Errorf("CNI configuration:\n%s\nwant the bridge on 10.42.3.0/24 with MTU 1450, then portmap", data)
+		conf.Plugins[0].IPAM.Type != "host-local" || len(conf.Plugins[0].IPAM.Ranges) != 2 ||
+		conf.Plugins[0].IPAM.Ranges[0][0].Subnet != "10.42.3.0/24" || conf.Plugins[0].IPAM.Ranges[1][0].Subnet != "fd00:42:0:3::/64" ||
+		conf.Plugins[1].Type != "portmap" {
+		t.Errorf("CNI configuration:\n%s\nwant the bridge on 10.42.3.0/24 and fd00:42:0:3::/64 with MTU 1450, then portmap", data)
 	}
 	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
 		t.Errorf("the temporary file is left: %v", err)
+	}
+}
+
+// TestWriteNetConf: flannel reads the network configuration the node
+// writes as a range of each of the cluster's families, IPv4 off in an
+// IPv6-only cluster (flannel's default is on).
+func TestWriteNetConf(t *testing.T) {
+	for _, tc := range []struct {
+		name, clusterCIDR string
+		want4, want6      string
+	}{
+		{"IPv4", "10.42.0.0/16", "10.42.0.0/16", ""},
+		{"dual-stack", "10.42.0.0/16,fd00:42::/56", "10.42.0.0/16", "fd00:42::/56"},
+		{"dual-stack, IPv6 first", "fd00:42::/56,10.42.0.0/16", "10.42.0.0/16", "fd00:42::/56"},
+		{"IPv6", "fd00:42::/56", "", "fd00:42::/56"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, err := writeNetConf(t.TempDir(), nodesettings.PodNetwork{ClusterCIDR: tc.clusterCIDR, Backend: nodesettings.VXLAN})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			config, err := subnet.ParseConfig(string(data))
+			if err != nil {
+				t.Fatalf("flannel's ParseConfig(%s): %v", data, err)
+			}
+			if err := subnet.CheckNetworkConfig(config); err != nil {
+				t.Fatalf("flannel's CheckNetworkConfig(%s): %v", data, err)
+			}
+			if config.EnableIPv4 != (tc.want4 != "") || config.EnableIPv6 != (tc.want6 != "") || config.BackendType != nodesettings.VXLAN {
+				t.Errorf("%s: IPv4 %v, IPv6 %v, backend %s; want IPv4 %v, IPv6 %v, vxlan", data, config.EnableIPv4, config.EnableIPv6, config.BackendType, tc.want4 != "", tc.want6 != "")
+			}
+			if tc.want4 != "" && config.Network.String() != tc.want4 {
+				t.Errorf("%s: IPv4 network %s, want %s", data, config.Network, tc.want4)
+			}
+			if tc.want6 != "" && config.IPv6Network.String() != tc.want6 {
+				t.Errorf("%s: IPv6 network %s, want %s", data, config.IPv6Network, tc.want6)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@
 package nodesettings
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -76,6 +77,11 @@ type PodNetwork struct {
 	// Backend is flannel's backend (--flannel-backend): vxlan, host-gw,
 	// or none (no pod network; "" too).
 	Backend string `json:"backend,omitempty"`
+	// IPv6Masq is whether the Pods' IPv6 traffic leaving the cluster's
+	// range is masqueraded to the node's address (--flannel-ipv6-masq,
+	// k3s's flag). Off by default, as k3s's: IPv6 pod ranges are often
+	// routed; the IPv4 range is always masqueraded.
+	IPv6Masq bool `json:"ipv6Masq,omitempty"`
 }
 
 // Enabled reports whether the nodes run a pod network.
@@ -97,16 +103,25 @@ func (n PodNetwork) validate() error {
 		return fmt.Errorf("--flannel-backend %q: not one of %v", n.Backend, Backends)
 	}
 	if !n.Enabled() {
+		if n.IPv6Masq {
+			return fmt.Errorf("--flannel-ipv6-masq: there is no pod network to masquerade (--flannel-backend %s)", cmp.Or(n.Backend, None))
+		}
 		return nil
 	}
+	// flannel carries one range of each family (vxlan and host-gw both).
 	pods, err := network.ParsePrefixes("--cluster-cidr", n.ClusterCIDR)
 	if err != nil {
 		return err
 	}
-	// flannel here carries IPv4 alone so far: the Pods of a dual-stack or
-	// IPv6 cluster need a CNI of the user's.
-	if len(pods) != 1 || !pods[0].Addr().Is4() {
-		return fmt.Errorf("--cluster-cidr %s: the %s pod network carries one IPv4 range (--flannel-backend=none leaves the pod network, of any family, to you)", n.ClusterCIDR, n.Backend)
+	if n.IPv6Masq && !slices.Contains(network.Families(pods...), network.IPv6) {
+		return fmt.Errorf("--flannel-ipv6-masq: the Pods' ranges (--cluster-cidr %s) have no IPv6 range", n.ClusterCIDR)
 	}
 	return nil
+}
+
+// Ranges are the Pods' ranges, primary first (Validate first; none where
+// ClusterCIDR does not parse).
+func (n PodNetwork) Ranges() []netip.Prefix {
+	pods, _ := network.ParsePrefixes("--cluster-cidr", n.ClusterCIDR)
+	return pods
 }

@@ -21,8 +21,16 @@ func TestValidate(t *testing.T) {
 		{"host-gw", func(s *Settings) { s.PodNetwork.Backend = HostGW }, ""},
 		{"unknown backend", func(s *Settings) { s.PodNetwork.Backend = "wireguard" }, "--flannel-backend"},
 		{"pod network without a range", func(s *Settings) { s.PodNetwork.ClusterCIDR = "" }, "--cluster-cidr"},
-		{"pod network on IPv6", func(s *Settings) { s.PodNetwork.ClusterCIDR = "fd00:42::/56" }, "--cluster-cidr"},
-		{"pod network dual-stack", func(s *Settings) { s.PodNetwork.ClusterCIDR = "10.42.0.0/16,fd00:42::/56" }, "carries one IPv4 range"},
+		{"pod network on IPv6", func(s *Settings) { s.PodNetwork.ClusterCIDR = "fd00:42::/56" }, ""},
+		{"pod network dual-stack", func(s *Settings) { s.PodNetwork.ClusterCIDR = "10.42.0.0/16,fd00:42::/56" }, ""},
+		{"pod network dual-stack, IPv6 first, masqueraded", func(s *Settings) {
+			s.PodNetwork.ClusterCIDR, s.PodNetwork.IPv6Masq = "fd00:42::/56,10.42.0.0/16", true
+		}, ""},
+		{"IPv6 masquerade without an IPv6 range", func(s *Settings) { s.PodNetwork.IPv6Masq = true }, "--flannel-ipv6-masq"},
+		{"IPv6 masquerade without a pod network", func(s *Settings) {
+			s.PodNetwork = PodNetwork{ClusterCIDR: "fd00:42::/56", IPv6Masq: true}
+		}, "--flannel-ipv6-masq"},
+		{"pod network of two IPv4 ranges", func(s *Settings) { s.PodNetwork.ClusterCIDR = "10.42.0.0/16,10.43.0.0/16" }, "--cluster-cidr"},
 		{"no pod network, dual-stack", func(s *Settings) { s.PodNetwork = PodNetwork{ClusterCIDR: "10.42.0.0/16,fd00:42::/56", Backend: None} }, ""},
 		{"domain not a domain", func(s *Settings) { s.ClusterDomain = "Cluster_Local" }, "--cluster-domain"},
 		{"both wrong, both named", func(s *Settings) { s.ClusterDomain, s.PodNetwork.Backend = "", "x" }, "--cluster-domain"},
@@ -46,12 +54,12 @@ func TestValidate(t *testing.T) {
 // cluster.json kubeboot wrote before the settings were one type.
 func TestJSON(t *testing.T) {
 	s := Settings{ClusterDomain: "cluster.local", ClusterDNS: netip.MustParseAddr("10.96.0.10"),
-		PodNetwork: PodNetwork{ClusterCIDR: "10.42.0.0/16", Backend: VXLAN}, LocalStorage: true, EmbeddedRegistry: true, NetworkPolicy: true}
+		PodNetwork: PodNetwork{ClusterCIDR: "10.42.0.0/16,fd00:42::/56", Backend: VXLAN, IPv6Masq: true}, LocalStorage: true, EmbeddedRegistry: true, NetworkPolicy: true}
 	data, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"clusterDomain":"cluster.local","clusterDNS":"10.96.0.10","podNetwork":{"clusterCIDR":"10.42.0.0/16","backend":"vxlan"},` +
+	const want = `{"clusterDomain":"cluster.local","clusterDNS":"10.96.0.10","podNetwork":{"clusterCIDR":"10.42.0.0/16,fd00:42::/56","backend":"vxlan","ipv6Masq":true},` +
 		`"localStorage":true,"embeddedRegistry":true,"networkPolicy":true}`
 	if string(data) != want {
 		t.Errorf("JSON:\n got %s\nwant %s", data, want)

@@ -18,6 +18,8 @@
 //	testcontainer dial HOST:PORT  print the first line HOST:PORT answers (for exec;
 //	                            HOST may be a name, resolved as the Pod's
 //	                            resolv.conf says)
+//	testcontainer lookup NAME   print NAME's addresses, A and AAAA records, sorted,
+//	                            one a line (for exec)
 //	testcontainer dnsload SERVER:PORT NAME COUNT CLIENTS
 //	                            ask SERVER COUNT times for NAME's A record over
 //	                            UDP from CLIENTS at once, and print
@@ -30,6 +32,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -56,7 +59,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testcontainer pause | serve PORT | chat PORT | http PORT | https PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
+		return fmt.Errorf("usage: testcontainer pause | serve PORT | chat PORT | http PORT | https PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | lookup NAME | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
 	}
 	switch args[0] {
 	case "pause":
@@ -100,6 +103,20 @@ func run(args []string) error {
 		line, err := bufio.NewReader(c).ReadString('\n')
 		fmt.Print(line)
 		return err
+	case "lookup":
+		if len(args) != 2 {
+			return fmt.Errorf("usage: testcontainer lookup NAME")
+		}
+		// Both families' records (A and AAAA), sorted, one a line.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupHost(ctx, args[1])
+		if err != nil {
+			return err
+		}
+		slices.Sort(addrs)
+		fmt.Println(strings.Join(addrs, "\n"))
+		return nil
 	case "dnsload":
 		if len(args) != 5 {
 			return fmt.Errorf("usage: testcontainer dnsload SERVER:PORT NAME COUNT CLIENTS")
