@@ -62,7 +62,7 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 		for _, addr := range addresses {
 			waitHTTP(t, "http://"+net.JoinHostPort(addr, "80")+"/", "web.example", nil, 200, "hello from http-b")
 		}
-		waitHTTP(t, "http://"+serverMachine+"/", "other.example", nil, 404, "")
+		waitHTTP(t, "http://"+net.JoinHostPort(addresses[0], "80")+"/", "other.example", nil, 404, "")
 		harness.Eventually(t, time.Minute, "the Ingress's status has the nodes' addresses", func(ctx context.Context) (bool, string) {
 			ing, err := client.NetworkingV1().Ingresses(metav1.NamespaceDefault).Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
@@ -143,7 +143,7 @@ func checkTrafficIn(ctx context.Context, t *testing.T, srv *harness.APIServer, c
 			c := meta.FindStatusCondition(r.Status.Parents[0].Conditions, "ResolvedRefs")
 			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "BackendNotFound", fmt.Sprint(r.Status.Parents)
 		})
-		waitHTTP(t, "http://"+net.JoinHostPort(serverMachine, "8081")+"/missing", "app.example", nil, 500, "")
+		waitHTTP(t, "http://"+net.JoinHostPort(addresses[0], "8081")+"/missing", "app.example", nil, 500, "")
 
 		t.Run("a WebSocket, by the HTTPRoute", func(t *testing.T) {
 			for _, addr := range addresses {

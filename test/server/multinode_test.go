@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,38 +31,95 @@ const (
 	agentNodeName  = "node-b"
 )
 
-// dualStackArgs make a dual-stack cluster, IPv4 primary: the server's
-// node's addresses and the Pods' and Services' ranges of both families,
-// the Pods' IPv6 traffic masqueraded as k3s's --flannel-ipv6-masq does.
-var dualStackArgs = []string{"--node-ip=" + serverMachine + "," + serverMachine6,
-	"--cluster-cidr=10.42.0.0/16,fd00:42::/56", "--service-cidr=10.96.0.0/16,fd00:96::/112", "--flannel-ipv6-masq"}
+// stack is the IP families of a two-machine cluster.
+type stack string
+
+const (
+	ipv4Only  stack = "IPv4"
+	dualStack stack = "dual-stack"
+	ipv6Only  stack = "IPv6"
+)
+
+// machines are the server's and the agent's machines' addresses, as
+// --node-ip takes them.
+func (s stack) machines() (server, agent string) {
+	switch s {
+	case dualStack:
+		return serverMachine + "," + serverMachine6, agentMachine + "," + agentMachine6
+	case ipv6Only:
+		return serverMachine6, agentMachine6
+	}
+	return serverMachine, agentMachine
+}
+
+// serverAddr is where the server serves and the agent joins it: its
+// primary family's address.
+func (s stack) serverAddr() string {
+	if s == ipv6Only {
+		return serverMachine6
+	}
+	return serverMachine
+}
+
+// families is how many IP families the cluster has.
+func (s stack) families() int {
+	if s == dualStack {
+		return 2
+	}
+	return 1
+}
+
+// serviceRanges are the Services' ranges, primary first.
+func (s stack) serviceRanges() []string {
+	return map[stack][]string{ipv4Only: {"10.96.0.0/16"}, dualStack: {"10.96.0.0/16", "fd00:96::/112"}, ipv6Only: {"fd00:96::/112"}}[s]
+}
+
+// serverArgs are the server's flags for the stack: its node's addresses,
+// where it serves, and the Pods' and Services' ranges of the stack's
+// families, the Pods' IPv6 traffic masqueraded as k3s's
+// --flannel-ipv6-masq does.
+func (s stack) serverArgs() []string {
+	server, _ := s.machines()
+	args := []string{"--node-ip=" + server, "--bind-address", s.serverAddr(), "--advertise-address", s.serverAddr(),
+		"--service-cidr=" + strings.Join(s.serviceRanges(), ",")}
+	switch s {
+	case dualStack:
+		args = append(args, "--cluster-cidr=10.42.0.0/16,fd00:42::/56", "--flannel-ipv6-masq")
+	case ipv6Only:
+		args = append(args, "--cluster-cidr=fd00:42::/56", "--flannel-ipv6-masq")
+	}
+	return args
+}
 
 // TestTwoNodes runs a dual-stack cluster of two machines, each a network
 // and mount namespace with its own containerd, joined by a veth pair
 // with an address of each family: `kubeboot server --node` on one,
 // `kubeboot agent` on the other. It checks that both nodes join Ready on
-// the pod network (flannel's vxlan between them, over each family), with
-// the backend the server says, that the server's host reaches a Pod on
-// the agent's node by each of its IPs, that a Pod reaches a Pod on the
-// other node by each IP, and a Service on the other node by its DNS name
-// (the cluster DNS on the server, A and AAAA, through kube-proxy on the
-// agent's node) and by each of its ClusterIPs; that NetworkPolicy holds
-// over both families; and that the agent's node keeps its Pods running
-// while the server is gone, and is Ready again once it is back.
-func TestTwoNodes(t *testing.T) { testTwoNodes(t, "vxlan", true) }
+// the pod network (flannel's host-gw between them: routes to the other
+// node's pod CIDRs through its addresses), with the backend the server
+// says, that the server's host reaches a Pod on the agent's node by each
+// of its IPs, that a Pod reaches a Pod on the other node by each IP, and a
+// Service on the other node by its DNS name (the cluster DNS on the
+// server, A and AAAA, through kube-proxy on the agent's node) and by each
+// of its ClusterIPs; that Ingresses and Gateways are served at every
+// node's address of each family; that NetworkPolicy holds over both
+// families; and that the agent's node keeps its Pods running while the
+// server is gone, and is Ready again once it is back.
+func TestTwoNodes(t *testing.T) { testTwoNodes(t, "host-gw", dualStack) }
 
-// TestTwoNodesHostGW is TestTwoNodes on flannel's host-gw backend, IPv4
-// only: routes to the other node's pod CIDR through its address, no
-// overlay.
-func TestTwoNodesHostGW(t *testing.T) { testTwoNodes(t, "host-gw", false) }
+// TestTwoNodesIPv6 is TestTwoNodes on an IPv6-only cluster on flannel's
+// vxlan backend (the default; the conformance slices run it on IPv4):
+// every address and range is IPv6, the agent joins the server at its
+// IPv6 address, and the cluster DNS is at an IPv6 ClusterIP.
+func TestTwoNodesIPv6(t *testing.T) { testTwoNodes(t, "vxlan", ipv6Only) }
 
 // startAgentMachine is the start of a test of two machines, the server's
 // and the agent's: in the agent's machine it runs the agent and returns
 // false, as it does in the test's own process outside its network
 // namespace; in the server's machine it starts the agent's and returns
-// the binary and where to hand the token over (HandOverToken). In a
-// dual-stack test both machines have an IPv6 address too.
-func startAgentMachine(t *testing.T, dualStack bool) (bin, tokenFile string, ok bool) {
+// the binary and where to hand the token over (HandOverToken). The
+// machines have the addresses of the stack's families.
+func startAgentMachine(t *testing.T, s stack) (bin, tokenFile string, ok bool) {
 	if env, ok := harness.InMachine(); ok {
 		runAgentMachine(t, env)
 		return "", "", false
@@ -81,16 +137,13 @@ func startAgentMachine(t *testing.T, dualStack bool) (bin, tokenFile string, ok 
 	// first, so that it is ready when the token is: it reads it from a
 	// file this machine writes.
 	tokenFile = filepath.Join(t.TempDir(), "token")
-	addr, peer := serverMachine, agentMachine
-	if dualStack {
-		addr, peer = addr+","+serverMachine6, peer+","+agentMachine6
-	}
-	harness.StartMachine(t, "eth0", addr, peer, map[string]string{"token": tokenFile, "dualStack": strconv.FormatBool(dualStack)})
+	addr, peer := s.machines()
+	harness.StartMachine(t, "eth0", addr, peer, map[string]string{"token": tokenFile, "stack": string(s)})
 	return bin, tokenFile, true
 }
 
-func testTwoNodes(t *testing.T, backend string, dualStack bool) {
-	bin, tokenFile, ok := startAgentMachine(t, dualStack)
+func testTwoNodes(t *testing.T, backend string, s stack) {
+	bin, tokenFile, ok := startAgentMachine(t, s)
 	if !ok {
 		return
 	}
@@ -98,15 +151,16 @@ func testTwoNodes(t *testing.T, backend string, dualStack bool) {
 	runtime := harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
 	// Only the server's node has it: the agent's pulls it from there.
 	harness.WriteTestImage(t, harness.NodeDir(dataDir), peerImage, map[string][]byte{peerImageFile: []byte(peerImageMessage)})
-	if out, err := runCommand("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine); err != nil {
-		t.Fatalf("ip route add: %v: %s", err, out)
+	// The namespace has no default route: the Services' ranges go out
+	// of eth0, where kube-proxy takes them.
+	for _, r := range s.serviceRanges() {
+		if out, err := runCommand("ip", "route", "add", r, "dev", "eth0"); err != nil {
+			t.Fatalf("ip route add: %v: %s", err, out)
+		}
 	}
-	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--advertise-address", serverMachine, "--flannel-backend="+backend,
+	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--flannel-backend="+backend,
 		"--embedded-registry", "--private-registry="+writePeerRegistries(t))
-	serverArgs = append(serverArgs, harness.FastMetricsArgs...)
-	if dualStack {
-		serverArgs = append(serverArgs, dualStackArgs...)
-	}
+	serverArgs = append(append(serverArgs, harness.FastMetricsArgs...), s.serverArgs()...)
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
 	harness.HandOverToken(t, dataDir, tokenFile)
 	client := srv.MustClient(t)
@@ -119,10 +173,7 @@ func testTwoNodes(t *testing.T, backend string, dualStack bool) {
 	}
 	webA := runPod(ctx, t, client, webPod("web-a", nodeName, "serve"))
 	webB := runPod(ctx, t, client, webPod("web-b", agentNodeName, "serve"))
-	families := 1
-	if dualStack {
-		families = 2
-	}
+	families := s.families()
 	if len(webA.Status.PodIPs) != families || len(webB.Status.PodIPs) != families {
 		t.Fatalf("Pod IPs %v and %v, want %d each, one of each family", webA.Status.PodIPs, webB.Status.PodIPs, families)
 	}
@@ -148,7 +199,7 @@ func testTwoNodes(t *testing.T, backend string, dualStack bool) {
 		}
 	})
 
-	if dualStack {
+	if s != ipv4Only {
 		t.Run("the Pods' IPv6 traffic leaving the cluster is masqueraded (--flannel-ipv6-masq)", func(t *testing.T) {
 			out, err := runCommand("nft", "list", "chain", "ip6", "flannel-ipv6", "postrtg")
 			if err != nil || !strings.Contains(out, "ip6 saddr fd00:42::/56 ip6 daddr != ff00::/8 masquerade") {
@@ -221,23 +272,19 @@ func testTwoNodes(t *testing.T, backend string, dualStack bool) {
 		}
 	})
 
-	if backend == "vxlan" {
-		t.Run("traffic in: Ingress and Gateway at every node's address", func(t *testing.T) {
-			addresses := []string{serverMachine, agentMachine}
-			if dualStack {
-				addresses = append(addresses, serverMachine6, agentMachine6)
-			}
-			checkTrafficIn(ctx, t, srv, client, addresses, nodeName, agentNodeName)
-		})
-	}
+	t.Run("traffic in: Ingress and Gateway at every node's address", func(t *testing.T) {
+		server, agent := s.machines()
+		// The status lists them IPv4 first.
+		addresses := slices.Concat(strings.Split(server, ","), strings.Split(agent, ","))
+		slices.SortStableFunc(addresses, func(a, b string) int { return strings.Count(a, ":") - strings.Count(b, ":") })
+		checkTrafficIn(ctx, t, srv, client, addresses, nodeName, agentNodeName)
+	})
 
 	t.Run("NetworkPolicy", func(t *testing.T) { checkNetworkPolicy(ctx, t, srv, client, webA, webB) })
 
-	if backend == "vxlan" {
-		t.Run("kubectl top shows both nodes and their Pods, scraped from their kubelets", func(t *testing.T) {
-			checkNodeResourceMetrics(t, srv, []string{nodeName, agentNodeName}, []string{webA.Name, webB.Name})
-		})
-	}
+	t.Run("kubectl top shows both nodes and their Pods, scraped from their kubelets", func(t *testing.T) {
+		checkNodeResourceMetrics(t, srv, []string{nodeName, agentNodeName}, []string{webA.Name, webB.Name})
+	})
 
 	// Last: it restarts the server.
 	t.Run("the agent's node keeps its Pods while the server is gone, and reconnects; the server's node keeps its policies throughout", func(t *testing.T) {
@@ -322,11 +369,9 @@ func webPod(name, node, command string) *corev1.Pod {
 // runAgentMachine is TestTwoNodes's second machine: `kubeboot agent`,
 // joined with the token the server's machine writes to env["token"].
 func runAgentMachine(t *testing.T, env map[string]string) {
-	nodeIP := agentMachine
-	if env["dualStack"] == "true" {
-		nodeIP += "," + agentMachine6
-	}
-	harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(serverMachine, "6443"), TokenFile: env["token"],
+	s := stack(env["stack"])
+	_, nodeIP := s.machines()
+	harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(s.serverAddr(), "6443"), TokenFile: env["token"],
 		NodeName: agentNodeName, NodeIP: nodeIP, Args: []string{"--private-registry=" + writePeerRegistries(t)}})
 }
 
@@ -362,7 +407,7 @@ func runCommand(name string, args ...string) (string, error) {
 // pods and services proxy subresources, and its kubelet, through the
 // tunnel the agent opened to it (agenttunnel).
 func TestAgentlessServer(t *testing.T) {
-	bin, tokenFile, ok := startAgentMachine(t, false)
+	bin, tokenFile, ok := startAgentMachine(t, ipv4Only)
 	if !ok {
 		return
 	}

@@ -236,7 +236,11 @@ func watchIsolation(ctx context.Context, t *testing.T, client kubernetes.Interfa
 		t.Fatal(err)
 	}
 	isolated := func() bool {
-		out, err := runCommand("nft", "list", "map", "inet", networkpolicy.TableName, "ingress-v4")
+		family := "v4"
+		if strings.Contains(pod.Status.PodIP, ":") {
+			family = "v6"
+		}
+		out, err := runCommand("nft", "list", "map", "inet", networkpolicy.TableName, "ingress-"+family)
 		return err == nil && strings.Contains(out, pod.Status.PodIP+" ")
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

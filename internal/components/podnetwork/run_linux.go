@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -80,19 +81,9 @@ func Run(ctx context.Context, node Node) error {
 	if err != nil {
 		return fmt.Errorf("flannel: %w", err)
 	}
-	// flannel finds the interface by the first address, and takes each
-	// family's address for the other nodes to reach.
-	var iface string
-	var public ipmatch.PublicIPOpts
-	for _, a := range node.IPs {
-		if iface == "" {
-			iface = a.String()
-		}
-		if a.Is4() {
-			public.PublicIP = a.String()
-		} else {
-			public.PublicIPv6 = a.String()
-		}
+	iface, public, err := extInterface(node.IPs)
+	if err != nil {
+		return fmt.Errorf("flannel: the node's interface: %w", err)
 	}
 	extIface, err := ipmatch.LookupExtIface(iface, "", "", ipStack, public)
 	if err != nil {
@@ -149,6 +140,42 @@ func Run(ctx context.Context, node Node) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// extInterface is how flannel is told the node's interface, from the
+// node's addresses (none: the default route's interface): by its IPv4
+// address, each family's address the one the other nodes reach. An
+// IPv6-only node's interface is given by name, as flannel, given an IPv6
+// address to find it by, takes that address for the IPv4 one too, which
+// its host-gw backend then refuses as a NAT.
+func extInterface(nodeIPs []netip.Addr) (string, ipmatch.PublicIPOpts, error) {
+	var public ipmatch.PublicIPOpts
+	for _, a := range nodeIPs {
+		if a.Is4() {
+			public.PublicIP = a.String()
+		} else {
+			public.PublicIPv6 = a.String()
+		}
+	}
+	if len(nodeIPs) == 0 || public.PublicIP != "" {
+		return public.PublicIP, public, nil
+	}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "", public, err
+	}
+	for _, iface := range ifaces {
+		addrs, err := iface.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(nodeIPs[0].AsSlice()) {
+				return iface.Name, public, nil
+			}
+		}
+	}
+	return "", public, fmt.Errorf("no interface has %s (--node-ip)", nodeIPs[0])
 }
 
 // waitPodCIDRs waits until the node has registered and

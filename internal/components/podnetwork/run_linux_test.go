@@ -114,3 +114,42 @@ func TestWriteNetConf(t *testing.T) {
 		})
 	}
 }
+
+// TestExtInterface: flannel is told the node's interface by its IPv4
+// address, or, on an IPv6-only node, by the name of the interface that
+// holds its address, with each family's address as the one other nodes
+// reach.
+func TestExtInterface(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		nodeIPs         string
+		wantIface       string
+		want4, want6    string
+		wantErrContains string
+	}{
+		{name: "none: the default route's", nodeIPs: ""},
+		{name: "IPv4", nodeIPs: "127.0.0.1", wantIface: "127.0.0.1", want4: "127.0.0.1"},
+		{name: "dual-stack, IPv6 first", nodeIPs: "::1,127.0.0.1", wantIface: "127.0.0.1", want4: "127.0.0.1", want6: "::1"},
+		{name: "IPv6 only: by name", nodeIPs: "::1", wantIface: "lo", want6: "::1"},
+		{name: "IPv6 only, on no interface", nodeIPs: "2001:db8::99", wantErrContains: "--node-ip"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ips []netip.Addr
+			for _, s := range strings.Split(tc.nodeIPs, ",") {
+				if s != "" {
+					ips = append(ips, netip.MustParseAddr(s))
+				}
+			}
+			iface, public, err := extInterface(ips)
+			if tc.wantErrContains != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrContains) {
+					t.Fatalf("extInterface(%s) = %q, %v; want an error naming %s", tc.nodeIPs, iface, err, tc.wantErrContains)
+				}
+				return
+			}
+			if err != nil || iface != tc.wantIface || public.PublicIP != tc.want4 || public.PublicIPv6 != tc.want6 {
+				t.Errorf("extInterface(%s) = %q, %+v, %v; want %q, IPv4 %q, IPv6 %q", tc.nodeIPs, iface, public, err, tc.wantIface, tc.want4, tc.want6)
+			}
+		})
+	}
+}
