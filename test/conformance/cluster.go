@@ -25,11 +25,25 @@ import (
 )
 
 // The machines: the server's, which serves the images at registryPort,
-// and the agents', each a node.
+// and the agents', each a node; the server's IPv6 address in a
+// dual-stack cluster.
 const (
-	serverMachine = "198.51.100.1"
-	registryPort  = "5000"
+	serverMachine  = "198.51.100.1"
+	serverMachine6 = "2001:db8::1"
+	registryPort   = "5000"
 )
+
+// The dual-stack cluster's pod ranges, IPv4 primary.
+const dualStackClusterCIDR = "10.42.0.0/16,fd00:42::/56"
+
+// serviceCIDRs are the Services' ranges, primary first: IPv4's, and
+// IPv6's in a dual-stack cluster.
+func serviceCIDRs(dualStack bool) []string {
+	if dualStack {
+		return []string{"10.96.0.0/16", "fd00:96::/112"}
+	}
+	return []string{"10.96.0.0/16"}
+}
 
 // Shape is how a cluster's machines are laid out.
 type Shape struct {
@@ -39,20 +53,44 @@ type Shape struct {
 	Agents []Machine
 	// ServerArgs are the server's flags besides the run's own.
 	ServerArgs []string
+	// DualStack makes the cluster dual-stack, IPv4 primary: each machine
+	// has its IP6 too, and the Pods' and Services' ranges are of both
+	// families.
+	DualStack bool
 }
 
-// Machine is an agent's machine: its address and its node's name.
-type Machine struct{ IP, Node string }
+// Machine is an agent's machine: its address (and IPv6 address, in a
+// dual-stack cluster) and its node's name.
+type Machine struct{ IP, IP6, Node string }
+
+// addrs are the machine's addresses as --node-ip takes them.
+func (m Machine) addrs() string {
+	if m.IP6 == "" {
+		return m.IP
+	}
+	return m.IP + "," + m.IP6
+}
 
 var (
 	// ServerAndAgent is `kubeboot server --node` and one agent, as kind's
 	// and k3s's conformance jobs run.
-	ServerAndAgent = Shape{ServerNode: "node-a", Agents: []Machine{{"198.51.100.2", "node-b"}}}
+	ServerAndAgent = Shape{ServerNode: "node-a", Agents: []Machine{{IP: "198.51.100.2", Node: "node-b"}}}
 	// Agentless is a `kubeboot server` that is no node and two agents
 	// (k3s's agentless server): the server is not on the pod network and
 	// reaches Pods through its agents' tunnels.
-	Agentless = Shape{Agents: []Machine{{"198.51.100.2", "node-a"}, {"198.51.100.3", "node-b"}}}
+	Agentless = Shape{Agents: []Machine{{IP: "198.51.100.2", Node: "node-a"}, {IP: "198.51.100.3", Node: "node-b"}}}
+	// DualStack is ServerAndAgent on a dual-stack cluster.
+	DualStack = Shape{ServerNode: "node-a", Agents: []Machine{{IP: "198.51.100.2", IP6: "2001:db8::2", Node: "node-b"}}, DualStack: true}
 )
+
+// server is the server's machine.
+func (s Shape) server() Machine {
+	m := Machine{IP: serverMachine, Node: s.ServerNode}
+	if s.DualStack {
+		m.IP6 = serverMachine6
+	}
+	return m
+}
 
 // Nodes are the cluster's nodes.
 func (s Shape) Nodes() []string {
@@ -108,8 +146,9 @@ func Run(t *testing.T, sh Shape, build func(context.Context, *testing.T) Artifac
 	defer stop()
 	if env, ok := harness.InMachine(); ok {
 		args := append([]string{"--private-registry=" + env["registries"]}, harness.NodeCgroups(t, env["node"])...)
+		m := Machine{IP: env["ip"], IP6: env["ip6"], Node: env["node"]}
 		harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(serverMachine, "6443"), TokenFile: env["token"],
-			NodeName: env["node"], NodeIP: env["ip"], Args: args})
+			NodeName: m.Node, NodeIP: m.addrs(), Args: args, Routes: serviceCIDRs(m.IP6 != "")})
 		return
 	}
 	var a Artifacts
@@ -172,21 +211,23 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 	}
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	env := func(m Machine) map[string]string {
-		return map[string]string{"token": tokenFile, "registries": registries, "node": m.Node, "ip": m.IP}
+		return map[string]string{"token": tokenFile, "registries": registries, "node": m.Node, "ip": m.IP, "ip6": m.IP6}
 	}
 	if len(sh.Agents) == 1 {
-		harness.StartMachine(t, "eth0", serverMachine, sh.Agents[0].IP, env(sh.Agents[0]))
+		harness.StartMachine(t, "eth0", sh.server().addrs(), sh.Agents[0].addrs(), env(sh.Agents[0]))
 	} else {
-		harness.Bridge(t, "br0", serverMachine)
+		harness.Bridge(t, "br0", sh.server().addrs())
 		for i, m := range sh.Agents {
-			harness.StartMachineOn(t, "br0", fmt.Sprintf("veth%d", i), m.IP, env(m))
+			harness.StartMachineOn(t, "br0", fmt.Sprintf("veth%d", i), m.addrs(), env(m))
 		}
 	}
 	if sh.ServerNode != "" {
 		// This host reaches Services' cluster IPs (kube-proxy's DNAT) by
 		// the pod network's side, as the machine has no default route.
-		if out, err := exec.Command("ip", "route", "add", "10.96.0.0/16", "dev", "eth0", "src", serverMachine).CombinedOutput(); err != nil {
-			t.Fatalf("ip route add: %v: %s", err, out)
+		for _, r := range serviceCIDRs(sh.DualStack) {
+			if out, err := exec.Command("ip", "route", "add", r, "dev", "eth0").CombinedOutput(); err != nil {
+				t.Fatalf("ip route add: %v: %s", err, out)
+			}
 		}
 	}
 
@@ -217,6 +258,12 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 		args = append(harness.NodeServerArgs(t, serverMachine, ""), "--kubelet-arg=--hostname-override="+sh.ServerNode,
 			"--advertise-address", serverMachine, "--private-registry="+registries)
 		args = append(args, cgroups...)
+	}
+	if sh.DualStack {
+		args = append(args, "--cluster-cidr="+dualStackClusterCIDR, "--service-cidr="+strings.Join(serviceCIDRs(true), ","))
+		if sh.ServerNode != "" {
+			args = append(args, "--node-ip="+sh.server().addrs())
+		}
 	}
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, append(args, sh.ServerArgs...)...)
 	harness.HandOverToken(t, dataDir, tokenFile)

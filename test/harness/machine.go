@@ -76,16 +76,14 @@ func ifaceAddrs(dev, addrs string) [][]string {
 	return cmds
 }
 
-// Bridge makes a bridge, name, with addr/24 in this namespace, for
+// Bridge makes a bridge, name, with addr/24 in this namespace (an IPv4
+// and an IPv6 address, comma-separated, as StartMachine takes them), for
 // StartMachineOn: the machines on it reach each other and this namespace
 // as if on one switch.
 func Bridge(t *testing.T, name, addr string) {
 	t.Helper()
-	for _, c := range [][]string{
-		{"ip", "link", "add", name, "type", "bridge"},
-		{"ip", "addr", "add", addr + "/24", "dev", name},
-		{"ip", "link", "set", name, "up"},
-	} {
+	cmds := append([][]string{{"ip", "link", "add", name, "type", "bridge"}}, ifaceAddrs(name, addr)...)
+	for _, c := range append(cmds, []string{"ip", "link", "set", name, "up"}) {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", strings.Join(c, " "), err, out)
 		}
@@ -169,6 +167,11 @@ type AgentMachine struct {
 	NodeName, NodeIP string
 	// Args are more flags of `kubeboot agent`.
 	Args []string
+	// Routes are ranges routed out of eth0 before the agent starts, as a
+	// default route would: the machine has none, and its host reaches the
+	// Services' ranges only through one (kube-proxy's DNAT comes after
+	// the routing decision).
+	Routes []string
 }
 
 // RunAgentMachine runs, on a second machine, `kubeboot agent` on
@@ -179,6 +182,11 @@ func RunAgentMachine(t *testing.T, a AgentMachine) {
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, r := range a.Routes {
+		if out, err := exec.Command("ip", "route", "add", r, "dev", "eth0").CombinedOutput(); err != nil {
+			t.Fatalf("ip route add %s: %v: %s", r, err, out)
+		}
 	}
 	agentDir := filepath.Join(t.TempDir(), "agent")
 	runtime := EmbeddedContainerd(t, agentDir)
