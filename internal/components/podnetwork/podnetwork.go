@@ -1,12 +1,13 @@
 // Package podnetwork connects the Pods of every node: flannel, as k3s
 // embeds it, run in the node's process (`kubeboot agent`, `kubeboot
 // server --node`). kube-controller-manager gives each node a pod CIDR of
-// the cluster's (--cluster-cidr); flannel's kube subnet manager reads
-// them from the Nodes, its backend (vxlan by default, or host-gw) routes
-// each node's range to that node, and its traffic manager masquerades
-// Pods' traffic leaving the cluster's range. The node writes the CNI
+// each of the cluster's ranges (--cluster-cidr: IPv4, IPv6 or both);
+// flannel's kube subnet manager reads them from the Nodes, its backend
+// (vxlan by default, or host-gw) routes each node's ranges to that node,
+// and its traffic manager masquerades Pods' traffic leaving the cluster's
+// IPv4 range (IPv6's with --flannel-ipv6-masq). The node writes the CNI
 // configuration its runtime reads: the bridge plugin on the node's pod
-// CIDR (host-local addresses), with flannel's MTU, as flannel's own CNI
+// CIDRs (host-local addresses), with flannel's MTU, as flannel's own CNI
 // plugin would delegate to it, and portmap for host ports. The
 // `none` backend leaves the CNI to the user (Calico, Cilium).
 package podnetwork
