@@ -12,6 +12,7 @@
 # runs only the [Conformance] specs it matches; LABELS, a ginkgo label
 # filter, runs the specs it selects instead of [Conformance]'s (upstream's
 # NetworkPolicy specs: LABELS='Feature: containsAny NetworkPolicy');
+# IPV6=1 runs them on an IPv6-only server --node and agent;
 # AGENTLESS=1 runs them on a server that is no node and two agents
 # instead of `server --node` and one agent. NETPOL runs cyclonus's
 # generated NetworkPolicy cases (test/netpol) on a cluster of their own,
@@ -52,6 +53,7 @@ if [ -n "${LABELS:-}${FOCUS:-}" ] || [ -z "${NETPOL:-}${GATEWAY_API:-}" ]; then
 	if [ -n "${LABELS:-}" ]; then args+=(-conformance.labels="$LABELS"); fi
 	if [ -n "${FOCUS:-}" ]; then args+=(-conformance.focus="$FOCUS"); elif [ -z "${LABELS:-}" ]; then args+=(-conformance.full); fi
 	if [ -n "${PROCS:-}" ]; then args+=(-conformance.procs="$PROCS"); fi
+	if [ -n "${IPV6:-}" ]; then args+=(-conformance.ipv6); fi
 	test=TestConformance
 	if [ -n "${AGENTLESS:-}" ]; then test=TestConformanceAgentless; fi
 	go test ./test/conformance -run "^$test\$" -count=1 -v -timeout 12h -args "${args[@]}" || status=$?

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,50 +26,71 @@ import (
 )
 
 // The machines: the server's, which serves the images at registryPort,
-// and the agents', each a node; the server's IPv6 address in a
-// dual-stack cluster.
+// and the agents', each a node; the server's IPv6 address where the
+// cluster has IPv6.
 const (
 	serverMachine  = "198.51.100.1"
 	serverMachine6 = "2001:db8::1"
 	registryPort   = "5000"
 )
 
-// The dual-stack cluster's pod ranges, IPv4 primary.
-const dualStackClusterCIDR = "10.42.0.0/16,fd00:42::/56"
+// Stack is a cluster's IP families.
+type Stack int
 
-// serviceCIDRs are the Services' ranges, primary first: IPv4's, and
-// IPv6's in a dual-stack cluster.
-func serviceCIDRs(dualStack bool) []string {
-	if dualStack {
-		return []string{"10.96.0.0/16", "fd00:96::/112"}
-	}
-	return []string{"10.96.0.0/16"}
+const (
+	// StackIPv4 is IPv4 alone: every address and range.
+	StackIPv4 Stack = iota
+	// StackDual is dual-stack, IPv4 primary: each machine has an address
+	// of each family, the Pods and Services ranges of both.
+	StackDual
+	// StackIPv6 is IPv6 alone.
+	StackIPv6
+)
+
+// serviceCIDRs are the Services' ranges, primary first.
+func (s Stack) serviceCIDRs() []string {
+	return map[Stack][]string{StackIPv4: {"10.96.0.0/16"}, StackDual: {"10.96.0.0/16", "fd00:96::/112"}, StackIPv6: {"fd00:96::/112"}}[s]
+}
+
+// clusterCIDRs are the Pods' ranges (--cluster-cidr); "": the default.
+func (s Stack) clusterCIDRs() string {
+	return map[Stack]string{StackDual: "10.42.0.0/16,fd00:42::/56", StackIPv6: "fd00:42::/56"}[s]
 }
 
 // Shape is how a cluster's machines are laid out.
 type Shape struct {
 	// ServerNode, if set, is the server's node's name: `server --node`.
 	ServerNode string
-	// Agents are the agents' machines, on a veth pair each.
+	// Agents are the agents' machines, on a veth pair each, with the
+	// addresses of Stack's families.
 	Agents []Machine
 	// ServerArgs are the server's flags besides the run's own.
 	ServerArgs []string
-	// DualStack makes the cluster dual-stack, IPv4 primary: each machine
-	// has its IP6 too, and the Pods' and Services' ranges are of both
-	// families.
-	DualStack bool
+	// Stack is the cluster's IP families.
+	Stack Stack
 }
 
-// Machine is an agent's machine: its address (and IPv6 address, in a
-// dual-stack cluster) and its node's name.
+// Machine is an agent's machine: its IPv4 and IPv6 addresses (those of
+// its cluster's families) and its node's name.
 type Machine struct{ IP, IP6, Node string }
 
-// addrs are the machine's addresses as --node-ip takes them.
+// addrs are the machine's addresses as --node-ip takes them, IPv4 first.
 func (m Machine) addrs() string {
-	if m.IP6 == "" {
+	var addrs []string
+	for _, a := range []string{m.IP, m.IP6} {
+		if a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return strings.Join(addrs, ",")
+}
+
+// primary is the machine's address of its cluster's primary family.
+func (m Machine) primary() string {
+	if m.IP != "" {
 		return m.IP
 	}
-	return m.IP + "," + m.IP6
+	return m.IP6
 }
 
 var (
@@ -80,13 +102,18 @@ var (
 	// reaches Pods through its agents' tunnels.
 	Agentless = Shape{Agents: []Machine{{IP: "198.51.100.2", Node: "node-a"}, {IP: "198.51.100.3", Node: "node-b"}}}
 	// DualStack is ServerAndAgent on a dual-stack cluster.
-	DualStack = Shape{ServerNode: "node-a", Agents: []Machine{{IP: "198.51.100.2", IP6: "2001:db8::2", Node: "node-b"}}, DualStack: true}
+	DualStack = Shape{ServerNode: "node-a", Agents: []Machine{{IP: "198.51.100.2", IP6: "2001:db8::2", Node: "node-b"}}, Stack: StackDual}
+	// IPv6Only is ServerAndAgent on an IPv6-only cluster.
+	IPv6Only = Shape{ServerNode: "node-a", Agents: []Machine{{IP6: "2001:db8::2", Node: "node-b"}}, Stack: StackIPv6}
 )
 
 // server is the server's machine.
 func (s Shape) server() Machine {
-	m := Machine{IP: serverMachine, Node: s.ServerNode}
-	if s.DualStack {
+	m := Machine{Node: s.ServerNode}
+	if s.Stack != StackIPv6 {
+		m.IP = serverMachine
+	}
+	if s.Stack != StackIPv4 {
 		m.IP6 = serverMachine6
 	}
 	return m
@@ -147,8 +174,12 @@ func Run(t *testing.T, sh Shape, build func(context.Context, *testing.T) Artifac
 	if env, ok := harness.InMachine(); ok {
 		args := append([]string{"--private-registry=" + env["registries"]}, harness.NodeCgroups(t, env["node"])...)
 		m := Machine{IP: env["ip"], IP6: env["ip6"], Node: env["node"]}
-		harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(serverMachine, "6443"), TokenFile: env["token"],
-			NodeName: m.Node, NodeIP: m.addrs(), Args: args, Routes: serviceCIDRs(m.IP6 != "")})
+		stack, err := strconv.Atoi(env["stack"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(env["server"], "6443"), TokenFile: env["token"],
+			NodeName: m.Node, NodeIP: m.addrs(), Args: args, Routes: Stack(stack).serviceCIDRs()})
 		return
 	}
 	var a Artifacts
@@ -200,23 +231,25 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 	if err != nil {
 		t.Fatal(err)
 	}
+	server := sh.server()
 	registries := filepath.Join(t.TempDir(), "registries.yaml")
 	var mirror strings.Builder
 	mirror.WriteString("mirrors:\n")
 	for _, r := range []string{"registry.k8s.io", "docker.io"} {
-		fmt.Fprintf(&mirror, "  %s:\n    endpoint:\n      - http://%s\n", r, net.JoinHostPort(serverMachine, registryPort))
+		fmt.Fprintf(&mirror, "  %s:\n    endpoint:\n      - http://%s\n", r, net.JoinHostPort(server.primary(), registryPort))
 	}
 	if err := os.WriteFile(registries, []byte(mirror.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	env := func(m Machine) map[string]string {
-		return map[string]string{"token": tokenFile, "registries": registries, "node": m.Node, "ip": m.IP, "ip6": m.IP6}
+		return map[string]string{"token": tokenFile, "registries": registries, "node": m.Node, "ip": m.IP, "ip6": m.IP6,
+			"server": server.primary(), "stack": strconv.Itoa(int(sh.Stack))}
 	}
 	if len(sh.Agents) == 1 {
-		harness.StartMachine(t, "eth0", sh.server().addrs(), sh.Agents[0].addrs(), env(sh.Agents[0]))
+		harness.StartMachine(t, "eth0", server.addrs(), sh.Agents[0].addrs(), env(sh.Agents[0]))
 	} else {
-		harness.Bridge(t, "br0", sh.server().addrs())
+		harness.Bridge(t, "br0", server.addrs())
 		for i, m := range sh.Agents {
 			harness.StartMachineOn(t, "br0", fmt.Sprintf("veth%d", i), m.addrs(), env(m))
 		}
@@ -224,14 +257,14 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 	if sh.ServerNode != "" {
 		// This host reaches Services' cluster IPs (kube-proxy's DNAT) by
 		// the pod network's side, as the machine has no default route.
-		for _, r := range serviceCIDRs(sh.DualStack) {
+		for _, r := range sh.Stack.serviceCIDRs() {
 			if out, err := exec.Command("ip", "route", "add", r, "dev", "eth0").CombinedOutput(); err != nil {
 				t.Fatalf("ip route add: %v: %s", err, out)
 			}
 		}
 	}
 
-	l, err := net.Listen("tcp", net.JoinHostPort(serverMachine, registryPort))
+	l, err := net.Listen("tcp", net.JoinHostPort(server.primary(), registryPort))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +278,8 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 	t.Logf("registry at %s serves %d images (%s)", l.Addr(), served, time.Since(start).Round(time.Second))
 
 	dataDir := filepath.Join(t.TempDir(), "data")
-	args := []string{"--bind-address", serverMachine, "--secure-port", "6443", "--service-cluster-ip-range", "10.96.0.0/16",
-		"--advertise-address", serverMachine}
+	args := []string{"--bind-address", server.primary(), "--secure-port", "6443",
+		"--service-cluster-ip-range", strings.Join(sh.Stack.serviceCIDRs(), ","), "--advertise-address", server.primary()}
 	if sh.ServerNode != "" {
 		// First, so that its cgroups are removed after the containers in
 		// them are killed (cleanups run last first).
@@ -255,15 +288,13 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 		// registry as every image is: EmbeddedContainerd's test images
 		// and pause are not used.
 		_ = harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
-		args = append(harness.NodeServerArgs(t, serverMachine, ""), "--kubelet-arg=--hostname-override="+sh.ServerNode,
-			"--advertise-address", serverMachine, "--private-registry="+registries)
+		args = append(harness.NodeServerArgs(t, server.primary(), ""), "--kubelet-arg=--hostname-override="+sh.ServerNode,
+			"--advertise-address", server.primary(), "--private-registry="+registries, "--node-ip="+server.addrs(),
+			"--service-cluster-ip-range="+strings.Join(sh.Stack.serviceCIDRs(), ","))
 		args = append(args, cgroups...)
 	}
-	if sh.DualStack {
-		args = append(args, "--cluster-cidr="+dualStackClusterCIDR, "--service-cidr="+strings.Join(serviceCIDRs(true), ","))
-		if sh.ServerNode != "" {
-			args = append(args, "--node-ip="+sh.server().addrs())
-		}
+	if cidrs := sh.Stack.clusterCIDRs(); cidrs != "" {
+		args = append(args, "--cluster-cidr="+cidrs)
 	}
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, append(args, sh.ServerArgs...)...)
 	harness.HandOverToken(t, dataDir, tokenFile)
