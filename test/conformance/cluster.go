@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,29 +33,6 @@ const (
 	registryPort   = "5000"
 )
 
-// Stack is a cluster's IP families.
-type Stack int
-
-const (
-	// StackIPv4 is IPv4 alone: every address and range.
-	StackIPv4 Stack = iota
-	// StackDual is dual-stack, IPv4 primary: each machine has an address
-	// of each family, the Pods and Services ranges of both.
-	StackDual
-	// StackIPv6 is IPv6 alone.
-	StackIPv6
-)
-
-// serviceCIDRs are the Services' ranges, primary first.
-func (s Stack) serviceCIDRs() []string {
-	return map[Stack][]string{StackIPv4: {"10.96.0.0/16"}, StackDual: {"10.96.0.0/16", "fd00:96::/112"}, StackIPv6: {"fd00:96::/112"}}[s]
-}
-
-// clusterCIDRs are the Pods' ranges (--cluster-cidr); "": the default.
-func (s Stack) clusterCIDRs() string {
-	return map[Stack]string{StackDual: "10.42.0.0/16,fd00:42::/56", StackIPv6: "fd00:42::/56"}[s]
-}
-
 // Shape is how a cluster's machines are laid out.
 type Shape struct {
 	// ServerNode, if set, is the server's node's name: `server --node`.
@@ -66,8 +42,8 @@ type Shape struct {
 	Agents []Machine
 	// ServerArgs are the server's flags besides the run's own.
 	ServerArgs []string
-	// Stack is the cluster's IP families.
-	Stack Stack
+	// Stack is the cluster's IP families; "": IPv4.
+	Stack harness.Stack
 }
 
 // Machine is an agent's machine: its IPv4 and IPv6 addresses (those of
@@ -102,18 +78,26 @@ var (
 	// reaches Pods through its agents' tunnels.
 	Agentless = Shape{Agents: []Machine{{IP: "198.51.100.2", Node: "node-a"}, {IP: "198.51.100.3", Node: "node-b"}}}
 	// DualStack is ServerAndAgent on a dual-stack cluster.
-	DualStack = Shape{ServerNode: "node-a", Agents: []Machine{{IP: "198.51.100.2", IP6: "2001:db8::2", Node: "node-b"}}, Stack: StackDual}
+	DualStack = Shape{ServerNode: "node-a", Agents: []Machine{{IP: "198.51.100.2", IP6: "2001:db8::2", Node: "node-b"}}, Stack: harness.StackDual}
 	// IPv6Only is ServerAndAgent on an IPv6-only cluster.
-	IPv6Only = Shape{ServerNode: "node-a", Agents: []Machine{{IP6: "2001:db8::2", Node: "node-b"}}, Stack: StackIPv6}
+	IPv6Only = Shape{ServerNode: "node-a", Agents: []Machine{{IP6: "2001:db8::2", Node: "node-b"}}, Stack: harness.StackIPv6}
 )
+
+// stack is the cluster's IP families.
+func (s Shape) stack() harness.Stack {
+	if s.Stack == "" {
+		return harness.StackIPv4
+	}
+	return s.Stack
+}
 
 // server is the server's machine.
 func (s Shape) server() Machine {
 	m := Machine{Node: s.ServerNode}
-	if s.Stack != StackIPv6 {
+	if s.stack() != harness.StackIPv6 {
 		m.IP = serverMachine
 	}
-	if s.Stack != StackIPv4 {
+	if s.stack() != harness.StackIPv4 {
 		m.IP6 = serverMachine6
 	}
 	return m
@@ -174,12 +158,8 @@ func Run(t *testing.T, sh Shape, build func(context.Context, *testing.T) Artifac
 	if env, ok := harness.InMachine(); ok {
 		args := append([]string{"--private-registry=" + env["registries"]}, harness.NodeCgroups(t, env["node"])...)
 		m := Machine{IP: env["ip"], IP6: env["ip6"], Node: env["node"]}
-		stack, err := strconv.Atoi(env["stack"])
-		if err != nil {
-			t.Fatal(err)
-		}
 		harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(env["server"], "6443"), TokenFile: env["token"],
-			NodeName: m.Node, NodeIP: m.addrs(), Args: args, Routes: Stack(stack).serviceCIDRs()})
+			NodeName: m.Node, NodeIP: m.addrs(), Args: args, Routes: harness.Stack(env["stack"]).ServiceCIDRs()})
 		return
 	}
 	var a Artifacts
@@ -244,7 +224,7 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	env := func(m Machine) map[string]string {
 		return map[string]string{"token": tokenFile, "registries": registries, "node": m.Node, "ip": m.IP, "ip6": m.IP6,
-			"server": server.primary(), "stack": strconv.Itoa(int(sh.Stack))}
+			"server": server.primary(), "stack": string(sh.stack())}
 	}
 	if len(sh.Agents) == 1 {
 		harness.StartMachine(t, "eth0", server.addrs(), sh.Agents[0].addrs(), env(sh.Agents[0]))
@@ -257,11 +237,7 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 	if sh.ServerNode != "" {
 		// This host reaches Services' cluster IPs (kube-proxy's DNAT) by
 		// the pod network's side, as the machine has no default route.
-		for _, r := range sh.Stack.serviceCIDRs() {
-			if out, err := exec.Command("ip", "route", "add", r, "dev", "eth0").CombinedOutput(); err != nil {
-				t.Fatalf("ip route add: %v: %s", err, out)
-			}
-		}
+		harness.RouteOut(t, "eth0", sh.stack().ServiceCIDRs())
 	}
 
 	l, err := net.Listen("tcp", net.JoinHostPort(server.primary(), registryPort))
@@ -279,7 +255,7 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 
 	dataDir := filepath.Join(t.TempDir(), "data")
 	args := []string{"--bind-address", server.primary(), "--secure-port", "6443",
-		"--service-cluster-ip-range", strings.Join(sh.Stack.serviceCIDRs(), ","), "--advertise-address", server.primary()}
+		"--service-cluster-ip-range", strings.Join(sh.stack().ServiceCIDRs(), ","), "--advertise-address", server.primary()}
 	if sh.ServerNode != "" {
 		// First, so that its cgroups are removed after the containers in
 		// them are killed (cleanups run last first).
@@ -290,10 +266,10 @@ func startCluster(ctx context.Context, t *testing.T, a Artifacts, sh Shape) *Clu
 		_ = harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
 		args = append(harness.NodeServerArgs(t, server.primary(), ""), "--kubelet-arg=--hostname-override="+sh.ServerNode,
 			"--advertise-address", server.primary(), "--private-registry="+registries, "--node-ip="+server.addrs(),
-			"--service-cluster-ip-range="+strings.Join(sh.Stack.serviceCIDRs(), ","))
+			"--service-cluster-ip-range="+strings.Join(sh.stack().ServiceCIDRs(), ","))
 		args = append(args, cgroups...)
 	}
-	if cidrs := sh.Stack.clusterCIDRs(); cidrs != "" {
+	if cidrs := sh.stack().ClusterCIDR(); cidrs != "" {
 		args = append(args, "--cluster-cidr="+cidrs)
 	}
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, append(args, sh.ServerArgs...)...)

@@ -167,10 +167,8 @@ type AgentMachine struct {
 	NodeName, NodeIP string
 	// Args are more flags of `kubeboot agent`.
 	Args []string
-	// Routes are ranges routed out of eth0 before the agent starts, as a
-	// default route would: the machine has none, and its host reaches the
-	// Services' ranges only through one (kube-proxy's DNAT comes after
-	// the routing decision).
+	// Routes are ranges routed out of eth0 before the agent starts
+	// (RouteOut): the Services' ranges.
 	Routes []string
 }
 
@@ -183,11 +181,7 @@ func RunAgentMachine(t *testing.T, a AgentMachine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range a.Routes {
-		if out, err := exec.Command("ip", "route", "add", r, "dev", "eth0").CombinedOutput(); err != nil {
-			t.Fatalf("ip route add %s: %v: %s", r, err, out)
-		}
-	}
+	RouteOut(t, "eth0", a.Routes)
 	agentDir := filepath.Join(t.TempDir(), "agent")
 	runtime := EmbeddedContainerd(t, agentDir)
 	var token []byte

@@ -31,62 +31,23 @@ const (
 	agentNodeName  = "node-b"
 )
 
-// stack is the IP families of a two-machine cluster.
-type stack string
-
-const (
-	ipv4Only  stack = "IPv4"
-	dualStack stack = "dual-stack"
-	ipv6Only  stack = "IPv6"
-)
-
-// machines are the server's and the agent's machines' addresses, as
-// --node-ip takes them.
-func (s stack) machines() (server, agent string) {
-	switch s {
-	case dualStack:
-		return serverMachine + "," + serverMachine6, agentMachine + "," + agentMachine6
-	case ipv6Only:
-		return serverMachine6, agentMachine6
-	}
-	return serverMachine, agentMachine
+// machines are the server's and the agent's machines' addresses of the
+// stack's families, as --node-ip takes them.
+func machines(s harness.Stack) (server, agent string) {
+	return s.Addrs(serverMachine, serverMachine6), s.Addrs(agentMachine, agentMachine6)
 }
 
-// serverAddr is where the server serves and the agent joins it: its
-// primary family's address.
-func (s stack) serverAddr() string {
-	if s == ipv6Only {
-		return serverMachine6
-	}
-	return serverMachine
-}
-
-// families is how many IP families the cluster has.
-func (s stack) families() int {
-	if s == dualStack {
-		return 2
-	}
-	return 1
-}
-
-// serviceRanges are the Services' ranges, primary first.
-func (s stack) serviceRanges() []string {
-	return map[stack][]string{ipv4Only: {"10.96.0.0/16"}, dualStack: {"10.96.0.0/16", "fd00:96::/112"}, ipv6Only: {"fd00:96::/112"}}[s]
-}
-
-// serverArgs are the server's flags for the stack: its node's addresses,
-// where it serves, and the Pods' and Services' ranges of the stack's
-// families, the Pods' IPv6 traffic masqueraded as k3s's
+// stackServerArgs are the server's flags for the stack: its node's
+// addresses, where it serves, and the Pods' and Services' ranges of the
+// stack's families, the Pods' IPv6 traffic masqueraded as k3s's
 // --flannel-ipv6-masq does.
-func (s stack) serverArgs() []string {
-	server, _ := s.machines()
-	args := []string{"--node-ip=" + server, "--bind-address", s.serverAddr(), "--advertise-address", s.serverAddr(),
-		"--service-cidr=" + strings.Join(s.serviceRanges(), ",")}
-	switch s {
-	case dualStack:
-		args = append(args, "--cluster-cidr=10.42.0.0/16,fd00:42::/56", "--flannel-ipv6-masq")
-	case ipv6Only:
-		args = append(args, "--cluster-cidr=fd00:42::/56", "--flannel-ipv6-masq")
+func stackServerArgs(s harness.Stack) []string {
+	server, _ := machines(s)
+	primary := s.Primary(serverMachine, serverMachine6)
+	args := []string{"--node-ip=" + server, "--bind-address", primary, "--advertise-address", primary,
+		"--service-cidr=" + strings.Join(s.ServiceCIDRs(), ",")}
+	if s != harness.StackIPv4 {
+		args = append(args, "--cluster-cidr="+s.ClusterCIDR(), "--flannel-ipv6-masq")
 	}
 	return args
 }
@@ -105,13 +66,13 @@ func (s stack) serverArgs() []string {
 // node's address of each family; that NetworkPolicy holds over both
 // families; and that the agent's node keeps its Pods running while the
 // server is gone, and is Ready again once it is back.
-func TestTwoNodes(t *testing.T) { testTwoNodes(t, "host-gw", dualStack) }
+func TestTwoNodes(t *testing.T) { testTwoNodes(t, "host-gw", harness.StackDual) }
 
 // TestTwoNodesIPv6 is TestTwoNodes on an IPv6-only cluster on flannel's
 // vxlan backend (the default; the conformance slices run it on IPv4):
 // every address and range is IPv6, the agent joins the server at its
 // IPv6 address, and the cluster DNS is at an IPv6 ClusterIP.
-func TestTwoNodesIPv6(t *testing.T) { testTwoNodes(t, "vxlan", ipv6Only) }
+func TestTwoNodesIPv6(t *testing.T) { testTwoNodes(t, "vxlan", harness.StackIPv6) }
 
 // startAgentMachine is the start of a test of two machines, the server's
 // and the agent's: in the agent's machine it runs the agent and returns
@@ -119,7 +80,7 @@ func TestTwoNodesIPv6(t *testing.T) { testTwoNodes(t, "vxlan", ipv6Only) }
 // namespace; in the server's machine it starts the agent's and returns
 // the binary and where to hand the token over (HandOverToken). The
 // machines have the addresses of the stack's families.
-func startAgentMachine(t *testing.T, s stack) (bin, tokenFile string, ok bool) {
+func startAgentMachine(t *testing.T, s harness.Stack) (bin, tokenFile string, ok bool) {
 	if env, ok := harness.InMachine(); ok {
 		runAgentMachine(t, env)
 		return "", "", false
@@ -137,12 +98,12 @@ func startAgentMachine(t *testing.T, s stack) (bin, tokenFile string, ok bool) {
 	// first, so that it is ready when the token is: it reads it from a
 	// file this machine writes.
 	tokenFile = filepath.Join(t.TempDir(), "token")
-	addr, peer := s.machines()
+	addr, peer := machines(s)
 	harness.StartMachine(t, "eth0", addr, peer, map[string]string{"token": tokenFile, "stack": string(s)})
 	return bin, tokenFile, true
 }
 
-func testTwoNodes(t *testing.T, backend string, s stack) {
+func testTwoNodes(t *testing.T, backend string, s harness.Stack) {
 	bin, tokenFile, ok := startAgentMachine(t, s)
 	if !ok {
 		return
@@ -151,16 +112,10 @@ func testTwoNodes(t *testing.T, backend string, s stack) {
 	runtime := harness.EmbeddedContainerd(t, harness.NodeDir(dataDir))
 	// Only the server's node has it: the agent's pulls it from there.
 	harness.WriteTestImage(t, harness.NodeDir(dataDir), peerImage, map[string][]byte{peerImageFile: []byte(peerImageMessage)})
-	// The namespace has no default route: the Services' ranges go out
-	// of eth0, where kube-proxy takes them.
-	for _, r := range s.serviceRanges() {
-		if out, err := runCommand("ip", "route", "add", r, "dev", "eth0"); err != nil {
-			t.Fatalf("ip route add: %v: %s", err, out)
-		}
-	}
+	harness.RouteOut(t, "eth0", s.ServiceCIDRs())
 	serverArgs := append(append(nodeServerArgs(t, serverMachine, ""), runtime...), "--flannel-backend="+backend,
 		"--embedded-registry", "--private-registry="+writePeerRegistries(t))
-	serverArgs = append(append(serverArgs, harness.FastMetricsArgs...), s.serverArgs()...)
+	serverArgs = append(append(serverArgs, harness.FastMetricsArgs...), stackServerArgs(s)...)
 	srv := harness.StartReadyServer(t, 2*time.Minute, bin, dataDir, serverArgs...)
 	harness.HandOverToken(t, dataDir, tokenFile)
 	client := srv.MustClient(t)
@@ -173,7 +128,7 @@ func testTwoNodes(t *testing.T, backend string, s stack) {
 	}
 	webA := runPod(ctx, t, client, webPod("web-a", nodeName, "serve"))
 	webB := runPod(ctx, t, client, webPod("web-b", agentNodeName, "serve"))
-	families := s.families()
+	families := s.Families()
 	if len(webA.Status.PodIPs) != families || len(webB.Status.PodIPs) != families {
 		t.Fatalf("Pod IPs %v and %v, want %d each, one of each family", webA.Status.PodIPs, webB.Status.PodIPs, families)
 	}
@@ -199,7 +154,7 @@ func testTwoNodes(t *testing.T, backend string, s stack) {
 		}
 	})
 
-	if s != ipv4Only {
+	if s != harness.StackIPv4 {
 		t.Run("the Pods' IPv6 traffic leaving the cluster is masqueraded (--flannel-ipv6-masq)", func(t *testing.T) {
 			out, err := runCommand("nft", "list", "chain", "ip6", "flannel-ipv6", "postrtg")
 			if err != nil || !strings.Contains(out, "ip6 saddr fd00:42::/56 ip6 daddr != ff00::/8 masquerade") {
@@ -273,7 +228,7 @@ func testTwoNodes(t *testing.T, backend string, s stack) {
 	})
 
 	t.Run("traffic in: Ingress and Gateway at every node's address", func(t *testing.T) {
-		server, agent := s.machines()
+		server, agent := machines(s)
 		// The status lists them IPv4 first.
 		addresses := slices.Concat(strings.Split(server, ","), strings.Split(agent, ","))
 		slices.SortStableFunc(addresses, func(a, b string) int { return strings.Count(a, ":") - strings.Count(b, ":") })
@@ -369,9 +324,9 @@ func webPod(name, node, command string) *corev1.Pod {
 // runAgentMachine is TestTwoNodes's second machine: `kubeboot agent`,
 // joined with the token the server's machine writes to env["token"].
 func runAgentMachine(t *testing.T, env map[string]string) {
-	s := stack(env["stack"])
-	_, nodeIP := s.machines()
-	harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(s.serverAddr(), "6443"), TokenFile: env["token"],
+	s := harness.Stack(env["stack"])
+	_, nodeIP := machines(s)
+	harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(s.Primary(serverMachine, serverMachine6), "6443"), TokenFile: env["token"],
 		NodeName: agentNodeName, NodeIP: nodeIP, Args: []string{"--private-registry=" + writePeerRegistries(t)}})
 }
 
@@ -407,7 +362,7 @@ func runCommand(name string, args ...string) (string, error) {
 // pods and services proxy subresources, and its kubelet, through the
 // tunnel the agent opened to it (agenttunnel).
 func TestAgentlessServer(t *testing.T) {
-	bin, tokenFile, ok := startAgentMachine(t, ipv4Only)
+	bin, tokenFile, ok := startAgentMachine(t, harness.StackIPv4)
 	if !ok {
 		return
 	}
