@@ -421,7 +421,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 	errs = append(errs, cc.completeEtcd()...)
 	svc, svcErrs := cc.completeServices()
 	errs = append(errs, svcErrs...)
-	errs = append(errs, cc.completeNodes(svc.CIDRs.Primary)...)
+	errs = append(errs, cc.completeNodes(svc.CIDRs)...)
 	errs = append(errs, cc.completeAuthentication()...)
 	errs = append(errs, cc.Authorization.Validate()...)
 	errs = append(errs, cc.Admission.Validate()...)
@@ -532,15 +532,15 @@ func (cc *completedConfig) completeServices() (services.Config, []error) {
 }
 
 // completeNodes checks the settings the nodes run with and resolves the
-// cluster DNS's address in the primary Service range.
-func (cc *completedConfig) completeNodes(primary netip.Prefix) []error {
+// cluster DNS's addresses in the Service ranges.
+func (cc *completedConfig) completeNodes(ranges network.ServiceCIDRs) []error {
 	var errs []error
 	if err := cc.Nodes.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if primary.IsValid() {
+	if ranges.Primary.IsValid() {
 		var err error
-		if cc.Nodes.ClusterDNS, err = network.ClusterDNS(cc.Nodes.ClusterDNS, primary); err != nil {
+		if cc.Nodes.ClusterDNS, err = network.ClusterDNS(cc.Nodes.ClusterDNS, ranges); err != nil {
 			errs = append(errs, fmt.Errorf("--cluster-dns: %w", err))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,10 @@ type servers struct {
 	leases []string
 	// common are flags every server takes at every start.
 	common []string
+	// addr is server i's address (harness.Addr), services the
+	// Services' range, of addr's family.
+	addr     func(i int) string
+	services string
 }
 
 // fastLeases fail a dead leader's components over in about 4 s, not
@@ -54,14 +59,18 @@ func newServers(t *testing.T) *servers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &servers{t: t, bin: bin, root: t.TempDir(), proc: map[int]*harness.APIServer{}, leases: fastLeases}
+	return &servers{t: t, bin: bin, root: t.TempDir(), proc: map[int]*harness.APIServer{}, leases: fastLeases,
+		addr: harness.Addr, services: "10.96.0.0/16"}
 }
+
+// url is server i's URL.
+func (s *servers) url(i int) string { return "https://" + net.JoinHostPort(s.addr(i), "6443") }
 
 func (s *servers) dataDir(i int) string { return filepath.Join(s.root, fmt.Sprintf("server%d", i)) }
 
 func (s *servers) args(i int, extra ...string) []string {
-	args := []string{"--bind-address", harness.Addr(i), "--advertise-address", harness.Addr(i), "--secure-port", "6443",
-		"--service-cluster-ip-range", "10.96.0.0/16"}
+	args := []string{"--bind-address", s.addr(i), "--advertise-address", s.addr(i), "--secure-port", "6443",
+		"--service-cluster-ip-range", s.services}
 	return append(append(append(args, s.leases...), s.common...), extra...)
 }
 
@@ -109,7 +118,7 @@ func (s *servers) token() string {
 // kubeconfig for every server, as they share the CA.
 func (s *servers) client(i int) kubernetes.Interface {
 	s.t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("https://"+harness.Addr(i)+":6443", filepath.Join(s.dataDir(0), "admin.kubeconfig"))
+	cfg, err := clientcmd.BuildConfigFromFlags(s.url(i), filepath.Join(s.dataDir(0), "admin.kubeconfig"))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -567,4 +576,57 @@ func (s *servers) rotateCA(via int) string {
 		s.t.Errorf("server 2's token %q does not carry the rotated CA's hash", token)
 	}
 	return strings.TrimSpace(string(token))
+}
+
+// addr6 is server i's address in TestJoinServersIPv6.
+func addr6(i int) string { return fmt.Sprintf("2001:db8::%d", i+1) }
+
+// TestJoinServersIPv6: three servers of an IPv6-only cluster, every
+// address IPv6: the first with --cluster-init, the others joining it at
+// https://[2001:db8::1]:6443, make one cluster whose etcd members are
+// peers at their IPv6 addresses; the kubernetes Service lists the three;
+// a write through one is read through another; with the first killed,
+// the others take writes.
+func TestJoinServersIPv6(t *testing.T) {
+	if !harness.InNetNS(t, addr6(0), addr6(1), addr6(2)) {
+		return
+	}
+	ctx := context.Background()
+	s := newServers(t)
+	s.addr, s.services = addr6, "fd00:96::/112"
+	s.common = []string{"--cluster-cidr=fd00:42::/56"}
+	s.start(0, "--cluster-init")
+	token := s.token()
+	s.start(1, "--server", s.url(0), "--token", token)
+	s.start(2, "--server", s.url(1), "--token", token)
+
+	harness.WaitEndpoints(t, s.client(0), []string{addr6(0), addr6(1), addr6(2)}, 100*time.Millisecond, 30*time.Second)
+	list := s.members(2)
+	if n := strings.Count(list, " voter"); n != 3 || strings.Contains(list, "learner") {
+		t.Errorf("etcd members: want 3 voters\n%s", list)
+	}
+	for i := range 3 {
+		if peer := "https://[" + addr6(i) + "]:2380"; !strings.Contains(list, peer) {
+			t.Errorf("etcd members: none is the peer %s\n%s", peer, list)
+		}
+	}
+	if _, err := s.client(0).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "from-0"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.client(2).CoreV1().ConfigMaps("default").Get(ctx, "from-0", metav1.GetOptions{}); err != nil {
+		t.Errorf("server 2 does not serve the first server's write: %v", err)
+	}
+
+	s.proc[0].Kill()
+	<-s.proc[0].Exited()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := s.client(1).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "while-0-down"}}, metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("a write through server 1 with server 0 down: %v", err)
+	}
+	if _, err := s.client(2).CoreV1().ConfigMaps("default").Get(ctx, "while-0-down", metav1.GetOptions{}); err != nil {
+		t.Errorf("server 2 does not serve server 1's write: %v", err)
+	}
 }

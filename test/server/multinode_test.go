@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -29,6 +30,10 @@ const (
 	serverMachine6 = "2001:db8::1"
 	agentMachine6  = "2001:db8::2"
 	agentNodeName  = "node-b"
+	// agentExternal and agentExternal6 are the agent's external
+	// addresses (--node-external-ip), on its interface beside its own.
+	agentExternal  = "198.51.100.12"
+	agentExternal6 = "2001:db8::12"
 )
 
 // machines are the server's and the agent's machines' addresses of the
@@ -201,10 +206,23 @@ func testTwoNodes(t *testing.T, backend string, s harness.Stack) {
 		if err != nil {
 			t.Errorf("web-b dialling web-a.default.svc.cluster.local:80: %q (%v), want web-a's greeting (web-a at %s)", out, err, webA.Status.PodIP)
 		}
-		// The cluster DNS answers A and AAAA: a record of each ClusterIP.
+		// The cluster DNS answers A and AAAA: a record of each ClusterIP,
+		// at each of its own ClusterIPs, one of each family.
 		want := slices.Sorted(slices.Values(svc.Spec.ClusterIPs))
 		if out := srv.Kubectl(t, "exec", "web-b", "--", harness.TestImageCommand, "lookup", "web-a.default.svc.cluster.local"); out != strings.Join(want, "\n")+"\n" {
 			t.Errorf("web-b looking web-a.default.svc.cluster.local up: %q, want %v", out, want)
+		}
+		dns, err := client.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dns.Spec.ClusterIPs) != families {
+			t.Errorf("the kube-dns Service's ClusterIPs %v, want %d", dns.Spec.ClusterIPs, families)
+		}
+		for _, ip := range dns.Spec.ClusterIPs {
+			if out := srv.Kubectl(t, "exec", "web-b", "--", harness.TestImageCommand, "lookup", "web-a.default.svc.cluster.local", ip); out != strings.Join(want, "\n")+"\n" {
+				t.Errorf("web-b looking web-a.default.svc.cluster.local up at the cluster DNS's %s: %q, want %v", ip, out, want)
+			}
 		}
 		for _, ip := range svc.Spec.ClusterIPs {
 			if out := srv.Kubectl(t, "exec", "web-b", "--", harness.TestImageCommand, "dial", net.JoinHostPort(ip, "80")); out != "hello from web-a\n" {
@@ -227,10 +245,29 @@ func testTwoNodes(t *testing.T, backend string, s harness.Stack) {
 		}
 	})
 
+	t.Run("the agent's node has its external addresses (--node-external-ip), from the cloud node controller", func(t *testing.T) {
+		want := strings.Split(s.Addrs(agentExternal, agentExternal6), ",")
+		harness.Eventually(t, time.Minute, "the Node lists the external addresses and is initialized", func(ctx context.Context) (bool, string) {
+			n, err := client.CoreV1().Nodes().Get(ctx, agentNodeName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var external []string
+			for _, a := range n.Status.Addresses {
+				if a.Type == corev1.NodeExternalIP {
+					external = append(external, a.Address)
+				}
+			}
+			return slices.Equal(external, want) && len(n.Spec.Taints) == 0 && n.Spec.ProviderID == "kubeboot://"+agentNodeName,
+				fmt.Sprintf("addresses %v, taints %v, provider ID %q", n.Status.Addresses, n.Spec.Taints, n.Spec.ProviderID)
+		})
+	})
+
 	t.Run("traffic in: Ingress and Gateway at every node's address", func(t *testing.T) {
-		server, agent := machines(s)
-		// The status lists them IPv4 first.
-		addresses := slices.Concat(strings.Split(server, ","), strings.Split(agent, ","))
+		server, _ := machines(s)
+		// The agent's node answers at its external addresses; the status
+		// lists them IPv4 first.
+		addresses := slices.Concat(strings.Split(server, ","), strings.Split(s.Addrs(agentExternal, agentExternal6), ","))
 		slices.SortStableFunc(addresses, func(a, b string) int { return strings.Count(a, ":") - strings.Count(b, ":") })
 		checkTrafficIn(ctx, t, srv, client, addresses, nodeName, agentNodeName)
 	})
@@ -323,11 +360,24 @@ func webPod(name, node, command string) *corev1.Pod {
 
 // runAgentMachine is TestTwoNodes's second machine: `kubeboot agent`,
 // joined with the token the server's machine writes to env["token"].
+// Its node has external addresses of each of the stack's families: a
+// /32 and a deprecated /128 beside the node's own, so that the machine
+// is reached at them but sends from its own.
 func runAgentMachine(t *testing.T, env map[string]string) {
 	s := harness.Stack(env["stack"])
 	_, nodeIP := machines(s)
+	external := s.Addrs(agentExternal, agentExternal6)
+	for _, a := range strings.Split(external, ",") {
+		args := []string{"addr", "add", a + "/32", "dev", "eth0"}
+		if strings.Contains(a, ":") {
+			args = []string{"addr", "add", a + "/128", "dev", "eth0", "nodad", "preferred_lft", "0"}
+		}
+		if out, err := runCommand("ip", args...); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
 	harness.RunAgentMachine(t, harness.AgentMachine{Server: net.JoinHostPort(s.Primary(serverMachine, serverMachine6), "6443"), TokenFile: env["token"],
-		NodeName: agentNodeName, NodeIP: nodeIP, Args: []string{"--private-registry=" + writePeerRegistries(t)}})
+		NodeName: agentNodeName, NodeIP: nodeIP, Args: []string{"--private-registry=" + writePeerRegistries(t), "--node-external-ip=" + external}})
 }
 
 // peerImage is an image of a registry that resolves nowhere, in the server

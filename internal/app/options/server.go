@@ -19,6 +19,7 @@ import (
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/components/agenttunnel"
 	"github.com/kubeboot/kubeboot/internal/components/autodeploy"
+	"github.com/kubeboot/kubeboot/internal/components/cloudnode"
 	"github.com/kubeboot/kubeboot/internal/components/clusterdns"
 	"github.com/kubeboot/kubeboot/internal/components/etcdsnapshotfiles"
 	"github.com/kubeboot/kubeboot/internal/components/gateway"
@@ -80,6 +81,10 @@ type Server struct {
 	// DisableHelmController is --disable-helm-controller (k3s's flag):
 	// no HelmChart kinds, no controller (helmcontroller).
 	DisableHelmController bool
+	// DisableCloudController is --disable-cloud-controller (k3s's flag):
+	// no cloud node controller (cloudnode), which gives nodes their
+	// --node-external-ip.
+	DisableCloudController bool
 	// ControllerManagerArgs, SchedulerArgs and MetricsServerArgs are
 	// --controller-manager-arg, --scheduler-arg and --metrics-server-arg:
 	// any other flag of the component, parsed by the component's own flag
@@ -149,8 +154,8 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 	nodes := &o.ControlPlane.Nodes
 	fs.StringVar(&nodes.ClusterDomain, "cluster-domain", nodes.ClusterDomain,
 		"The cluster's DNS domain: Services are <name>.<namespace>.svc.<domain> (the kubelets' clusterDomain).")
-	fs.Var(addrValue{&nodes.ClusterDNS}, "cluster-dns",
-		"The cluster DNS's address, the kube-dns Service's ClusterIP, which the kubelets give Pods (default: the Service range's tenth address, 10.96.0.10).")
+	fs.Var(network.AddrsValue{Flag: "--cluster-dns", Addrs: (*[]netip.Addr)(&nodes.ClusterDNS)}, "cluster-dns",
+		"The cluster DNS's address, or one of each family separated by a comma: the kube-dns Service's ClusterIPs, which the kubelets give Pods (default: the tenth address of each Service range, 10.96.0.10).")
 	o.ClusterDNS.AddFlags(fs)
 	fs.StringVar(&nodes.PodNetwork.Backend, "flannel-backend", nodes.PodNetwork.Backend,
 		"How the nodes' Pods reach each other (flannel, in each node's process): "+strings.Join(nodesettings.Backends, ", ")+
@@ -166,6 +171,8 @@ func (o *Server) AddFlags(fs *pflag.FlagSet) {
 			"; any other NAME leaves alone the manifest NAME (or NAME.yaml, .yml, .json) in <data-dir>/server/manifests, which the server otherwise applies.")
 	fs.BoolVar(&o.DisableHelmController, "disable-helm-controller", o.DisableHelmController,
 		"Leave out the helm controller, which installs the charts HelmChart objects (helm.cattle.io/v1, k3s's kinds) declare (k3s's flag).")
+	fs.BoolVar(&o.DisableCloudController, "disable-cloud-controller", o.DisableCloudController,
+		"Leave out the cloud node controller, which gives nodes the external addresses they name (--node-external-ip) and takes their node.cloudprovider.kubernetes.io/uninitialized taint off (k3s's flag): for a cloud controller manager of your own.")
 	fs.StringArrayVar(&o.ControllerManagerArgs, "controller-manager-arg", nil,
 		"Another kube-controller-manager flag, as --name=value (repeatable), e.g. --controller-manager-arg=--node-monitor-period=2s.")
 	fs.StringArrayVar(&o.SchedulerArgs, "scheduler-arg", nil,
@@ -348,8 +355,10 @@ func (o *Server) validateNode() error {
 	// --node-ip against the Pods' ranges before the host is looked at
 	// (--kubelet-arg=--node-ip is checked when the node starts).
 	if o.allocatesNodeCIDRs() {
-		if err := hostnode.CheckFamilies(o.Node.NodeIPs, o.ControllerManager.KubeCloudShared.ClusterCIDR); err != nil {
-			return err
+		for flag, addrs := range map[string][]netip.Addr{"--node-ip": o.Node.NodeIPs, "--node-external-ip": o.Node.ExternalIPs} {
+			if err := hostnode.CheckFamilies(flag, addrs, o.ControllerManager.KubeCloudShared.ClusterCIDR); err != nil {
+				return err
+			}
 		}
 	}
 	if !o.ControlPlane.Authentication.BootstrapToken.Enable {
@@ -397,6 +406,9 @@ func (o *Server) Config() controlplane.Config {
 	if !slices.Contains(o.Disable, "servicelb") {
 		c.Components = append(c.Components, servicelb.New())
 	}
+	if !o.DisableCloudController {
+		c.Components = append(c.Components, cloudnode.New())
+	}
 	if !slices.Contains(o.Disable, "network-policy") {
 		c.Nodes.NetworkPolicy = true
 		c.Components = append(c.Components, networkpolicy.New())
@@ -428,28 +440,3 @@ func (o *Server) Config() controlplane.Config {
 	}
 	return c
 }
-
-// addrValue is a flag whose value is an IP address; empty is unset.
-type addrValue struct{ addr *netip.Addr }
-
-func (v addrValue) String() string {
-	if !v.addr.IsValid() {
-		return ""
-	}
-	return v.addr.String()
-}
-
-func (v addrValue) Set(s string) error {
-	if s == "" {
-		*v.addr = netip.Addr{}
-		return nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return fmt.Errorf("%q is not an IP address", s)
-	}
-	*v.addr = a
-	return nil
-}
-
-func (addrValue) Type() string { return "ip" }

@@ -14,9 +14,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +47,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/platform/network"
+	"github.com/kubeboot/kubeboot/internal/platform/nodesettings"
 )
 
 const (
@@ -56,6 +60,10 @@ const (
 	ServiceName = "kube-dns"
 	// managedBy marks the EndpointSlices the servers publish.
 	managedBy = "clusterdns.kubeboot.io"
+	// serverAnnotation names the advertise address of the server that
+	// published an EndpointSlice: the kubernetes Service's endpoint by
+	// which the others know it is alive, whatever family it serves.
+	serverAnnotation = "clusterdns.kubeboot.io/server"
 	// DefaultPort is where a server serves DNS on its advertise address
 	// by default: not 53, which needs root and where the host's own
 	// resolver may listen; the Service's port is 53.
@@ -162,44 +170,80 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err := s.WriteUserKubeconfig(kubeconfig, User, nil); err != nil {
 		return fmt.Errorf("cluster DNS's kubeconfig: %w", err)
 	}
-	addr := s.AdvertiseAddress()
+	addrs := c.servedAddrs(ctx, s.AdvertiseAddress())
 	port := c.opts.Port
 	if port == 0 {
-		if port, err = freePort(addr); err != nil {
-			return fmt.Errorf("cluster DNS on %s (--cluster-dns-port 0): %w", addr, err)
+		if port, err = freePort(addrs); err != nil {
+			return fmt.Errorf("cluster DNS on %s (--cluster-dns-port 0): %w", addrs, err)
 		}
 	}
-	instance, err := start(c.corefile(addr, port, kubeconfig))
+	instance, err := start(c.corefile(addrs, port, kubeconfig))
 	// A Corefile refused after the kubernetes plugin's setup began skips
 	// setUp's callback: klog is given back here too.
 	klog.ClearLogger()
 	if err != nil {
-		return fmt.Errorf("cluster DNS on %s (--cluster-dns-port): %w", addr, err)
+		return fmt.Errorf("cluster DNS on %s (--cluster-dns-port): %w", addrs, err)
 	}
 	defer instance.Stop() //nolint:errcheck // stopping is best effort
-	served := netip.AddrPortFrom(addr, uint16(port))
-	logger.Info("Serving cluster DNS", "address", served, "service", c.settings.Nodes.ClusterDNS, "domain", c.settings.Nodes.ClusterDomain)
-	own := endpointSlice(served)
+	own := make([]*discoveryv1.EndpointSlice, len(addrs))
+	for i, a := range addrs {
+		own[i] = endpointSlice(s.AdvertiseAddress(), netip.AddrPortFrom(a, uint16(port)))
+	}
+	logger.Info("Serving cluster DNS", "addresses", addrs, "port", port, "service", c.settings.Nodes.ClusterDNS, "domain", c.settings.Nodes.ClusterDomain)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := publish(ctx, client, own); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Publishing where cluster DNS is served")
 		}
 	}, syncInterval)
-	// A server that stops takes its endpoint along; one that dies is
+	// A server that stops takes its endpoints along; one that dies is
 	// dropped by the others.
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).Delete(stopCtx, own.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		logger.Error(err, "Removing this server's cluster DNS endpoint")
+	for _, e := range own {
+		if err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).Delete(stopCtx, e.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			logger.Error(err, "Removing this server's cluster DNS endpoint", "endpointSlice", e.Name)
+		}
 	}
 	return nil
 }
 
-// corefile is the Corefile of a server serving on addr, port.
-func (c *Component) corefile(addr netip.Addr, port int, kubeconfig string) string {
+// servedAddrs are the addresses this server serves DNS on: one of each
+// family of the cluster DNS's addresses, so that the kube-dns Service
+// has endpoints behind each ClusterIP. The advertise address serves its
+// family; another family is served on the host's address of that family
+// on the advertise address's interface, as the one the API server would
+// advertise for it. A family the host has no such address of is left to
+// the other servers, and said once.
+func (c *Component) servedAddrs(ctx context.Context, advertise netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, dns := range c.settings.Nodes.ClusterDNS {
+		family := network.FamilyOf(dns)
+		if network.FamilyOf(advertise) == family {
+			out = append(out, advertise)
+			continue
+		}
+		a, err := network.InterfaceAddrOf(advertise, family)
+		if err != nil {
+			klog.FromContext(ctx).Info("This server serves no cluster DNS at "+dns.String()+": the other servers do, if they can", "err", err)
+			continue
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		out = append(out, advertise)
+	}
+	return out
+}
+
+// corefile is the Corefile of a server serving on addrs, port.
+func (c *Component) corefile(addrs []netip.Addr, port int, kubeconfig string) string {
 	upstreams := "/etc/resolv.conf"
 	if len(c.opts.Upstreams) > 0 {
 		upstreams = strings.Join(c.opts.Upstreams, " ")
+	}
+	bind := make([]string, len(addrs))
+	for i, a := range addrs {
+		bind[i] = a.String()
 	}
 	return fmt.Sprintf(`.:%d {
     bind %s
@@ -214,7 +258,7 @@ func (c *Component) corefile(addr netip.Addr, port int, kubeconfig string) strin
     cache 30
     loadbalance
 }
-`, port, addr, c.settings.Nodes.ClusterDomain, kubeconfig, upstreams)
+`, port, strings.Join(bind, " "), c.settings.Nodes.ClusterDomain, kubeconfig, upstreams)
 }
 
 // setUp sets CoreDNS's plugin order once for the process, and gives klog
@@ -240,61 +284,102 @@ func start(corefile string) (*caddy.Instance, error) {
 	return caddy.Start(caddy.CaddyfileInput{Filepath: "Corefile", Contents: []byte(corefile), ServerTypeName: "dns"})
 }
 
-// freePort is a port free on addr for TCP and UDP both. CoreDNS serves
-// DNS over both on the port its Corefile names; asked for port 0, the
-// system would pick one per protocol, and the EndpointSlice, which has
-// one port per protocol but one Service port behind both, would send TCP
-// to the UDP one.
-func freePort(addr netip.Addr) (int, error) {
+// freePort is a port free on each of addrs for TCP and UDP both. CoreDNS
+// serves DNS over both on the port its Corefile names; asked for port 0,
+// the system would pick one per protocol, and the EndpointSlice, which
+// has one port per protocol but one Service port behind both, would send
+// TCP to the UDP one.
+func freePort(addrs []netip.Addr) (int, error) {
+	if len(addrs) == 0 {
+		return 0, errors.New("no address to serve on")
+	}
 	for range 100 {
-		l, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+		l, err := net.Listen("tcp", netip.AddrPortFrom(addrs[0], 0).String())
 		if err != nil {
 			return 0, err
 		}
 		port := l.Addr().(*net.TCPAddr).AddrPort().Port()
-		p, err := net.ListenPacket("udp", netip.AddrPortFrom(addr, port).String())
+		free := freeOn(addrs, port)
 		l.Close()
-		if err == nil {
-			p.Close()
+		if free {
 			return int(port), nil
 		}
 	}
 	return 0, errors.New("no port is free for both TCP and UDP")
 }
 
-// ensureService creates the kube-dns Service at the cluster DNS address
-// if it is missing; one there at another address is an error, as
-// kubeadm's.
+// freeOn reports whether port is free for UDP on each of addrs, and for
+// TCP on all but the first, whose TCP listener the caller holds.
+func freeOn(addrs []netip.Addr, port uint16) bool {
+	var held []io.Closer
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for i, a := range addrs {
+		p, err := net.ListenPacket("udp", netip.AddrPortFrom(a, port).String())
+		if err != nil {
+			return false
+		}
+		held = append(held, p)
+		if i == 0 {
+			continue
+		}
+		l, err := net.Listen("tcp", netip.AddrPortFrom(a, port).String())
+		if err != nil {
+			return false
+		}
+		held = append(held, l)
+	}
+	return true
+}
+
+// ensureService creates the kube-dns Service at the cluster DNS's
+// addresses if it is missing, and gives one of the primary address the
+// others (a cluster made single-stack, its Service ranges now of both
+// families) or drops those no longer asked for, as Kubernetes lets a
+// Service's secondary family come and go. One whose primary ClusterIP is
+// another address is an error, as kubeadm's.
 func (c *Component) ensureService(ctx context.Context, client kubernetes.Interface) error {
-	ip := c.settings.Nodes.ClusterDNS.String()
+	ips := c.settings.Nodes.ClusterDNS.Strings()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: ServiceName, Namespace: metav1.NamespaceSystem, Labels: map[string]string{
 			"k8s-app": ServiceName, "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}},
 		Spec: corev1.ServiceSpec{
-			ClusterIP: ip, ClusterIPs: []string{ip},
 			Ports: []corev1.ServicePort{
 				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromString("dns")},
 				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("dns-tcp")},
 			},
 		},
 	}
+	setClusterIPs(&svc.Spec, c.settings.Nodes.ClusterDNS)
 	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := client.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, ServiceName, metav1.GetOptions{})
+		services := client.CoreV1().Services(metav1.NamespaceSystem)
+		got, err := services.Get(ctx, ServiceName, metav1.GetOptions{})
 		if err == nil {
-			if got.Spec.ClusterIP != ip {
-				return false, fmt.Errorf("service kube-system/%s has ClusterIP %s, not the cluster DNS address %s (--cluster-dns)", ServiceName, got.Spec.ClusterIP, ip)
+			switch {
+			case got.Spec.ClusterIP != ips[0]:
+				return false, fmt.Errorf("service kube-system/%s has ClusterIP %s, not the cluster DNS address %s (--cluster-dns)", ServiceName, got.Spec.ClusterIP, ips[0])
+			case slices.Equal(got.Spec.ClusterIPs, ips):
+				return true, nil
 			}
-			return true, nil
+			setClusterIPs(&got.Spec, c.settings.Nodes.ClusterDNS)
+			_, err = services.Update(ctx, got, metav1.UpdateOptions{})
+			if apierrors.IsInvalid(err) {
+				return false, fmt.Errorf("the kube-dns Service at %s (--cluster-dns): %w", strings.Join(ips, ","), err)
+			}
+			return false, nil // read it back
 		}
 		if !apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		_, err = client.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, svc, metav1.CreateOptions{})
+		_, err = services.Create(ctx, svc, metav1.CreateOptions{})
 		switch {
 		case err == nil || apierrors.IsAlreadyExists(err):
 			return false, nil // read it back
 		case apierrors.IsInvalid(err):
-			return false, fmt.Errorf("the kube-dns Service at %s (--cluster-dns): %w", ip, err)
+			return false, fmt.Errorf("the kube-dns Service at %s (--cluster-dns): %w", strings.Join(ips, ","), err)
 		}
 		return false, nil
 	})
@@ -304,9 +389,25 @@ func (c *Component) ensureService(ctx context.Context, client kubernetes.Interfa
 	return nil
 }
 
-// endpointSlice is the EndpointSlice of the server serving DNS at
-// served, over UDP and TCP.
-func endpointSlice(served netip.AddrPort) *discoveryv1.EndpointSlice {
+// setClusterIPs gives spec the cluster DNS's addresses, their families
+// and the family policy they need.
+func setClusterIPs(spec *corev1.ServiceSpec, addrs nodesettings.Addrs) {
+	spec.ClusterIPs = addrs.Strings()
+	spec.ClusterIP = spec.ClusterIPs[0]
+	spec.IPFamilies = nil
+	for _, a := range addrs {
+		spec.IPFamilies = append(spec.IPFamilies, corev1.IPFamily(network.FamilyOf(a)))
+	}
+	policy := corev1.IPFamilyPolicySingleStack
+	if len(addrs) > 1 {
+		policy = corev1.IPFamilyPolicyRequireDualStack
+	}
+	spec.IPFamilyPolicy = &policy
+}
+
+// endpointSlice is the EndpointSlice of the server advertising
+// advertise, serving DNS at served, over UDP and TCP.
+func endpointSlice(advertise netip.Addr, served netip.AddrPort) *discoveryv1.EndpointSlice {
 	addr := served.Addr()
 	family := discoveryv1.AddressTypeIPv4
 	if addr.Is6() {
@@ -315,9 +416,10 @@ func endpointSlice(served netip.AddrPort) *discoveryv1.EndpointSlice {
 	p := int32(served.Port())
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ServiceName + "-" + strings.NewReplacer(".", "-", ":", "-").Replace(addr.String()),
-			Namespace: metav1.NamespaceSystem,
-			Labels:    map[string]string{discoveryv1.LabelServiceName: ServiceName, discoveryv1.LabelManagedBy: managedBy},
+			Name:        ServiceName + "-" + strings.NewReplacer(".", "-", ":", "-").Replace(addr.String()),
+			Namespace:   metav1.NamespaceSystem,
+			Labels:      map[string]string{discoveryv1.LabelServiceName: ServiceName, discoveryv1.LabelManagedBy: managedBy},
+			Annotations: map[string]string{serverAnnotation: advertise.String()},
 		},
 		AddressType: family,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
@@ -330,40 +432,59 @@ func endpointSlice(served netip.AddrPort) *discoveryv1.EndpointSlice {
 
 // publish stores own, and deletes the EndpointSlices of servers that are
 // no longer among the kubernetes Service's endpoints.
-func publish(ctx context.Context, client kubernetes.Interface, own *discoveryv1.EndpointSlice) error {
-	slices := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem)
-	got, err := slices.Get(ctx, own.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if _, err := slices.Create(ctx, own, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+func publish(ctx context.Context, client kubernetes.Interface, own []*discoveryv1.EndpointSlice) error {
+	endpointSlices := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem)
+	mine := map[string]bool{}
+	for _, e := range own {
+		mine[e.Name] = true
+		got, err := endpointSlices.Get(ctx, e.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if _, err := endpointSlices.Create(ctx, e, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		case err != nil:
 			return err
-		}
-	case err != nil:
-		return err
-	case !sameEndpoints(got, own):
-		got.Endpoints, got.Ports = own.Endpoints, own.Ports
-		if _, err := slices.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
-			return err
+		case !sameEndpoints(got, e) || got.Annotations[serverAnnotation] != e.Annotations[serverAnnotation]:
+			got.Endpoints, got.Ports = e.Endpoints, e.Ports
+			metav1.SetMetaDataAnnotation(&got.ObjectMeta, serverAnnotation, e.Annotations[serverAnnotation])
+			if _, err := endpointSlices.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
 		}
 	}
 	live, err := serverAddresses(ctx, client)
 	if err != nil {
 		return err
 	}
-	ours, err := slices.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelManagedBy + "=" + managedBy})
+	ours, err := endpointSlices.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelManagedBy + "=" + managedBy})
 	if err != nil {
 		return err
 	}
 	for _, s := range ours.Items {
-		if s.Name == own.Name || len(s.Endpoints) == 0 || len(s.Endpoints[0].Addresses) == 0 || live[s.Endpoints[0].Addresses[0]] {
+		server := sliceServer(&s)
+		if mine[s.Name] || server == "" || live[server] {
 			continue
 		}
-		if err := slices.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}}); err != nil && !apierrors.IsNotFound(err) {
+		if err := endpointSlices.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		klog.FromContext(ctx).Info("Dropped the cluster DNS endpoint of a server gone", "endpointSlice", s.Name, "address", s.Endpoints[0].Addresses[0])
+		klog.FromContext(ctx).Info("Dropped the cluster DNS endpoint of a server gone", "endpointSlice", s.Name, "server", server)
 	}
 	return nil
+}
+
+// sliceServer is the advertise address of the server that published s:
+// its annotation, else (published before servers served more than one
+// family) the address it serves on.
+func sliceServer(s *discoveryv1.EndpointSlice) string {
+	if a := s.Annotations[serverAnnotation]; a != "" {
+		return a
+	}
+	if len(s.Endpoints) == 0 || len(s.Endpoints[0].Addresses) == 0 {
+		return ""
+	}
+	return s.Endpoints[0].Addresses[0]
 }
 
 // serverAddresses are the addresses of the kubernetes Service's

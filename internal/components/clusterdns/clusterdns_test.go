@@ -58,7 +58,7 @@ func TestStartKeepsTheProcessLogsInKlogsFormat(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort(netip.MustParseAddr("127.0.0.1"))
+	port, err := freePort([]netip.Addr{netip.MustParseAddr("127.0.0.1")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,10 +135,12 @@ func readClusterSettings(dir string) (nodesettings.Settings, error) {
 		return s, fmt.Errorf("%s: %w", kubeletConfigName, err)
 	}
 	s.ClusterDomain = cfg.ClusterDomain
-	if len(cfg.ClusterDNS) > 0 {
-		if s.ClusterDNS, err = netip.ParseAddr(cfg.ClusterDNS[0]); err != nil {
+	for _, dns := range cfg.ClusterDNS {
+		a, err := netip.ParseAddr(dns)
+		if err != nil {
 			return s, fmt.Errorf("%s: clusterDNS: %w", kubeletConfigName, err)
 		}
+		s.ClusterDNS = append(s.ClusterDNS, a)
 	}
 	return s, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kubeboot/kubeboot/controlplane"
+	"github.com/kubeboot/kubeboot/internal/components/cloudnode"
 	"github.com/kubeboot/kubeboot/internal/components/containerruntime"
 	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
 	"github.com/kubeboot/kubeboot/internal/components/localstorage"
@@ -121,7 +122,7 @@ func Dir(dataDir string) string { return filepath.Join(dataDir, nodeDirName) }
 // On the way out the kubelet stops first, then the runtime.
 func (o *Options) Run(ctx context.Context, dir string, c Cluster) error {
 	n := &node{Options: o, dir: dir, cluster: c}
-	if err := CheckFamilies(o.nodeIPs, c.Settings.PodNetwork.ClusterCIDR); err != nil {
+	if err := o.checkFamilies(c.Settings.PodNetwork.ClusterCIDR); err != nil {
 		return err
 	}
 	if err := n.writeFiles(ctx); err != nil {
@@ -289,6 +290,13 @@ func (n *node) startBesideKubelet(ctx, kubeletCtx context.Context, parts chan<- 
 	if settings.LocalStorage {
 		go localstorage.RunNode(kubeletCtx, n.agent, n.nodeName, n.localStoragePath(n.dir))
 	}
+	// The servers' cloud node controller gives the Node its external
+	// addresses once its agent names them (and none once it names none).
+	go func() {
+		if err := cloudnode.PublishExternalIPs(kubeletCtx, n.agent, n.nodeName, n.ExternalIPs); err != nil && kubeletCtx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "The node's external addresses are not published")
+		}
+	}()
 	// The server publishes what the node serves, if anything: until then
 	// it holds one watch. Its failure is logged, not the node's.
 	go func() {
@@ -399,8 +407,8 @@ func writeKubeletConfig(dir, path string, c Cluster, taints []corev1.Taint) erro
 		// Pods resolve names through the cluster DNS (clusterdns).
 		ClusterDomain: c.Settings.ClusterDomain,
 	}
-	if c.Settings.ClusterDNS.IsValid() {
-		cfg.ClusterDNS = []string{c.Settings.ClusterDNS.String()}
+	if len(c.Settings.ClusterDNS) > 0 {
+		cfg.ClusterDNS = c.Settings.ClusterDNS.Strings()
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -417,13 +425,17 @@ func (o *Options) execKubelet(ctx context.Context, dir, config, bootstrapKubecon
 	if err != nil {
 		return nil, err
 	}
+	nodeIPArgs, err := o.nodeIPArgs()
+	if err != nil {
+		return nil, err
+	}
 	args := append([]string{kubeletCommand,
 		"--config=" + config,
 		"--bootstrap-kubeconfig=" + bootstrapKubeconfig,
 		"--kubeconfig=" + filepath.Join(dir, kubeletKubeconfigName),
 		"--cert-dir=" + filepath.Join(dir, kubeletCertDirName),
 		"--container-runtime-endpoint=" + runtime,
-	}, o.nodeIPArgs()...)
+	}, nodeIPArgs...)
 	args = append(args, o.KubeletArgs...)
 	if err := componentflags.Publish(componentflags.Dir(dir), kubeletCommand, args[1:]); err != nil {
 		return nil, err
@@ -503,11 +515,11 @@ func (o *Options) runRegistryMirror(ctx context.Context, dir string, agent kuber
 	}
 }
 
-// CheckFamilies checks that each of a node's addresses (--node-ip) is of a
-// family of the cluster's pod ranges (clusterCIDR, kube-controller-manager's
-// --cluster-cidr; "" or not a range: any): an agent learns them at its
-// join.
-func CheckFamilies(nodeIPs []netip.Addr, clusterCIDR string) error {
+// CheckFamilies checks that each of a node's addresses (flag's:
+// --node-ip, --node-external-ip) is of a family of the cluster's pod
+// ranges (clusterCIDR, kube-controller-manager's --cluster-cidr; "" or not
+// a range: any): an agent learns them at its join.
+func CheckFamilies(flag string, addrs []netip.Addr, clusterCIDR string) error {
 	if clusterCIDR == "" {
 		return nil
 	}
@@ -517,21 +529,47 @@ func CheckFamilies(nodeIPs []netip.Addr, clusterCIDR string) error {
 		return nil
 	}
 	families := network.Families(pods...)
-	for _, ip := range nodeIPs {
+	for _, ip := range addrs {
 		if !slices.Contains(families, network.FamilyOf(ip)) {
-			return fmt.Errorf("--node-ip %s: the cluster has no %s ranges (its Pods' are %s)", ip, network.FamilyOf(ip), clusterCIDR)
+			return fmt.Errorf("%s %s: the cluster has no %s ranges (its Pods' are %s)", flag, ip, network.FamilyOf(ip), clusterCIDR)
 		}
 	}
 	return nil
 }
 
-// nodeIPArgs is --node-ip as the kubelet's flag, before --kubelet-arg,
-// which overrides it.
-func (o *Options) nodeIPArgs() []string {
-	if len(o.NodeIPs) == 0 {
-		return nil
+// checkFamilies checks the node's addresses, --node-ip's (or
+// --kubelet-arg's) and --node-external-ip's, against the cluster's
+// families (CheckFamilies).
+func (o *Options) checkFamilies(clusterCIDR string) error {
+	if err := CheckFamilies("--node-ip", o.nodeIPs, clusterCIDR); err != nil {
+		return err
 	}
-	return []string{"--node-ip=" + network.AddrsValue{Addrs: &o.NodeIPs}.String()}
+	return CheckFamilies("--node-external-ip", o.ExternalIPs, clusterCIDR)
+}
+
+// nodeIPArgs is --node-ip as the kubelet's flag, before --kubelet-arg,
+// which overrides it. A node with external addresses has them set by the
+// servers' cloud node controller (cloudnode), as an external cloud
+// provider's: the kubelet is told so, and given the node's address,
+// which it publishes for the controller to keep (the default route's
+// when --node-ip names none).
+func (o *Options) nodeIPArgs() ([]string, error) {
+	var args []string
+	nodeIPs := o.NodeIPs
+	if len(o.ExternalIPs) > 0 {
+		args = append(args, "--cloud-provider=external")
+		if len(nodeIPs) == 0 {
+			addr, err := o.mirrorAddress()
+			if err != nil {
+				return nil, fmt.Errorf("the node's address, for --node-external-ip: %w", err)
+			}
+			nodeIPs = []netip.Addr{addr}
+		}
+	}
+	if len(nodeIPs) > 0 {
+		args = append(args, "--node-ip="+network.AddrsValue{Addrs: &nodeIPs}.String())
+	}
+	return args, nil
 }
 
 // mirrorAddress is where the node's containerd reaches its own registry

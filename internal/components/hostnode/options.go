@@ -59,6 +59,11 @@ type Options struct {
 	// at, one of each of the cluster's families (the kubelet's --node-ip);
 	// none: the kubelet's choice, the default route's interface's.
 	NodeIPs []netip.Addr
+	// ExternalIPs is --node-external-ip: the node's addresses outside
+	// the cluster's network (k3s's flag), one of each family at most; the
+	// Node lists them as ExternalIPs, and ServiceLB gives them to
+	// LoadBalancer Services.
+	ExternalIPs []netip.Addr
 
 	// enabledBy is the flag that makes this host a node, "" for an agent,
 	// which is one anyway.
@@ -98,6 +103,8 @@ func (o *Options) AddAgentFlags(fs *pflag.FlagSet) {
 func (o *Options) addArgFlags(fs *pflag.FlagSet, another string) {
 	fs.Var(network.AddrsValue{Flag: "--node-ip", Addrs: &o.NodeIPs}, "node-ip",
 		"The node's IP address, which the cluster reaches it at, or one of each family for a dual-stack cluster, comma-separated, the primary first (the kubelet's --node-ip). Default: the address of the host's default route.")
+	fs.Var(network.AddrsValue{Flag: "--node-external-ip", Addrs: &o.ExternalIPs}, "node-external-ip",
+		"The node's external IP address, or one of each family, comma-separated: the Node's ExternalIPs, which LoadBalancer Services get (the servers' cloud node controller sets them; the node waits for it with the node.cloudprovider.kubernetes.io/uninitialized taint).")
 	fs.StringArrayVar(&o.KubeletArgs, "kubelet-arg", nil,
 		another+" kubelet flag, as --name=value (repeatable), e.g. --kubelet-arg=--max-pods=250.")
 	fs.StringArrayVar(&o.ProxyArgs, "proxy-arg", nil,
@@ -123,7 +130,7 @@ func (o *Options) Validate() error {
 	if !o.Enabled {
 		var given []string
 		for flag, set := range map[string]bool{"--kubelet-arg": len(o.KubeletArgs) > 0, "--proxy-arg": len(o.ProxyArgs) > 0,
-			"--default-local-storage-path": o.LocalStoragePath != "", "--container-runtime-endpoint": o.Runtime.Endpoint != "", "--node-ip": len(o.NodeIPs) > 0,
+			"--default-local-storage-path": o.LocalStoragePath != "", "--container-runtime-endpoint": o.Runtime.Endpoint != "", "--node-ip": len(o.NodeIPs) > 0, "--node-external-ip": len(o.ExternalIPs) > 0,
 			"--pause-image":      o.Runtime.PauseImage != containerruntime.DefaultPauseImage,
 			"--snapshotter":      o.Runtime.Snapshotter != containerruntime.NewOptions().Snapshotter,
 			"--private-registry": o.Runtime.PrivateRegistry != registries.DefaultPath} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -24,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"github.com/kubeboot/kubeboot/internal/platform/network"
 )
 
 // CheckCNIConf reports, naming the flag, whether the node could write its
@@ -160,22 +161,11 @@ func extInterface(nodeIPs []netip.Addr) (string, ipmatch.PublicIPOpts, error) {
 	if len(nodeIPs) == 0 || public.PublicIP != "" {
 		return public.PublicIP, public, nil
 	}
-	ifaces, err := net.Interfaces()
+	iface, err := network.InterfaceOf(nodeIPs[0])
 	if err != nil {
-		return "", public, err
+		return "", public, fmt.Errorf("--node-ip: %w", err)
 	}
-	for _, iface := range ifaces {
-		addrs, err := iface.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(nodeIPs[0].AsSlice()) {
-				return iface.Name, public, nil
-			}
-		}
-	}
-	return "", public, fmt.Errorf("no interface has %s (--node-ip)", nodeIPs[0])
+	return iface.Name, public, nil
 }
 
 // waitPodCIDRs waits until the node has registered and

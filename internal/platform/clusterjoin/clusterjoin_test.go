@@ -223,7 +223,7 @@ func (f *fakeAgents) Admit(_ context.Context, nodeName, password string) (AgentC
 }
 
 // clusterSettings are what fakeAgents hands its agents.
-var clusterSettings = nodesettings.Settings{ClusterDomain: "cluster.local", ClusterDNS: netip.MustParseAddr("10.96.0.10"),
+var clusterSettings = nodesettings.Settings{ClusterDomain: "cluster.local", ClusterDNS: nodesettings.Addrs{netip.MustParseAddr("10.96.0.10")},
 	PodNetwork: nodesettings.PodNetwork{ClusterCIDR: "10.42.0.0/16", Backend: nodesettings.VXLAN}, LocalStorage: true, NetworkPolicy: true}
 
 // TestJoinAgent: an agent is admitted with the token's password, asks

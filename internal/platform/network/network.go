@@ -83,6 +83,16 @@ func (c ServiceCIDRs) String() string {
 	return strings.Join(s, ",")
 }
 
+// Of is the range of family f; invalid if there is none.
+func (c ServiceCIDRs) Of(f Family) netip.Prefix {
+	for _, p := range c.All() {
+		if p.IsValid() && FamilyOf(p.Addr()) == f {
+			return p
+		}
+	}
+	return netip.Prefix{}
+}
+
 // KubernetesServiceIP is the first address of the primary range: the
 // ClusterIP of the default/kubernetes Service.
 func (c ServiceCIDRs) KubernetesServiceIP() netip.Addr {
@@ -132,22 +142,33 @@ func (r PortRange) String() string {
 	return fmt.Sprintf("%d-%d", r.Base, r.Base+r.Size-1)
 }
 
-// ClusterDNS is the cluster DNS's address: addr if valid, which must be in
-// the Service range primary, else the range's tenth address (kubeadm's:
-// 10.96.0.10 in 10.96.0.0/12).
-func ClusterDNS(addr netip.Addr, primary netip.Prefix) (netip.Addr, error) {
-	if addr.IsValid() {
-		if !primary.Contains(addr) {
-			return netip.Addr{}, fmt.Errorf("%s is not in the Service range %s", addr, primary)
+// ClusterDNS are the cluster DNS's addresses: addrs if any, each in the
+// Service range of its family, else the tenth address of each range
+// (kubeadm's 10.96.0.10 in 10.96.0.0/12; k3s's of each family on a
+// dual-stack cluster), in the ranges' order.
+func ClusterDNS(addrs []netip.Addr, ranges ServiceCIDRs) ([]netip.Addr, error) {
+	if len(addrs) > 0 {
+		for _, a := range addrs {
+			r := ranges.Of(FamilyOf(a))
+			if !r.IsValid() {
+				return nil, fmt.Errorf("%s: the Service ranges (%s) have no %s range", a, ranges, FamilyOf(a))
+			}
+			if !r.Contains(a) {
+				return nil, fmt.Errorf("%s is not in the Service range %s", a, r)
+			}
 		}
-		return addr, nil
+		return addrs, nil
 	}
-	a := primary.Masked().Addr()
-	for range 10 {
-		a = a.Next()
+	var out []netip.Addr
+	for _, r := range ranges.All() {
+		a := r.Masked().Addr()
+		for range 10 {
+			a = a.Next()
+		}
+		if !r.Contains(a) {
+			return nil, fmt.Errorf("the Service range %s has no tenth address for it", r)
+		}
+		out = append(out, a)
 	}
-	if !primary.Contains(a) {
-		return netip.Addr{}, fmt.Errorf("the Service range %s has no tenth address for it", primary)
-	}
-	return a, nil
+	return out, nil
 }

@@ -126,3 +126,57 @@ func TestParseFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterDNS: the cluster DNS's addresses default to the tenth of
+// each Service range; given ones must each fall in the range of their
+// family.
+func TestClusterDNS(t *testing.T) {
+	for _, tc := range []struct {
+		ranges, addrs, want, wantErr string
+	}{
+		{ranges: "10.96.0.0/12", want: "10.96.0.10"},
+		{ranges: "10.96.0.0/16,fd00:96::/112", want: "10.96.0.10,fd00:96::a"},
+		{ranges: "fd00:96::/112,10.96.0.0/16", want: "fd00:96::a,10.96.0.10"},
+		{ranges: "10.96.0.0/16,fd00:96::/112", addrs: "10.96.0.53", want: "10.96.0.53"},
+		{ranges: "10.96.0.0/16,fd00:96::/112", addrs: "fd00:96::53,10.96.0.53", want: "fd00:96::53,10.96.0.53"},
+		{ranges: "10.96.0.0/16", addrs: "10.97.0.10", wantErr: "10.97.0.10 is not in the Service range 10.96.0.0/16"},
+		{ranges: "10.96.0.0/16,fd00:96::/112", addrs: "10.96.0.10,fd00:97::a", wantErr: "fd00:97::a is not in the Service range fd00:96::/112"},
+		{ranges: "10.96.0.0/16", addrs: "10.96.0.10,fd00:96::a", wantErr: "have no IPv6 range"},
+	} {
+		ranges, err := ParseServiceCIDRs(tc.ranges)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var addrs []netip.Addr
+		if tc.addrs != "" {
+			if addrs, err = ParseAddrs("--cluster-dns", tc.addrs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := ClusterDNS(addrs, ranges)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("ClusterDNS(%s, %s) = %v, %v; want an error with %q", tc.addrs, tc.ranges, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if s := (AddrsValue{Addrs: &got}).String(); err != nil || s != tc.want {
+			t.Errorf("ClusterDNS(%s, %s) = %s, %v; want %s", tc.addrs, tc.ranges, s, err, tc.want)
+		}
+	}
+}
+
+// TestInterfaceAddrOf: the loopback interface's IPv6 address is found
+// from its IPv4 one; an address of no interface is an error.
+func TestInterfaceAddrOf(t *testing.T) {
+	if _, err := InterfaceOf(netip.MustParseAddr("127.0.0.1")); err != nil {
+		t.Fatalf("no loopback interface here: %v", err)
+	}
+	// ::1 is no global unicast address: the loopback has none of IPv6.
+	if a, err := InterfaceAddrOf(netip.MustParseAddr("127.0.0.1"), IPv6); err == nil {
+		t.Errorf("InterfaceAddrOf(127.0.0.1, IPv6) = %s, want an error: ::1 is not global", a)
+	}
+	if _, err := InterfaceAddrOf(netip.MustParseAddr("192.0.2.99"), IPv6); err == nil || !strings.Contains(err.Error(), "no interface of this host has 192.0.2.99") {
+		t.Errorf("InterfaceAddrOf(192.0.2.99) error = %v", err)
+	}
+}

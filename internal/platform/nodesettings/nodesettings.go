@@ -10,6 +10,7 @@ package nodesettings
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -47,11 +48,12 @@ type Settings struct {
 	// service account issuer defaults to that URL. Default:
 	// DefaultClusterDomain (controlplane.NewConfig).
 	ClusterDomain string `json:"clusterDomain,omitempty"`
-	// ClusterDNS is the cluster DNS's address (--cluster-dns): the
-	// kube-dns Service's ClusterIP and the kubelets' clusterDNS. Unset on a
-	// server: the tenth address of the primary Service range (kubeadm's;
-	// 10.96.0.10), which the control plane's completion fills in.
-	ClusterDNS netip.Addr `json:"clusterDNS,omitzero"`
+	// ClusterDNS are the cluster DNS's addresses (--cluster-dns), one of
+	// each family at most: the kube-dns Service's ClusterIPs and the
+	// kubelets' clusterDNS. Unset on a server: the tenth address of each
+	// Service range (kubeadm's 10.96.0.10), which the control plane's
+	// completion fills in.
+	ClusterDNS Addrs `json:"clusterDNS,omitempty"`
 	// PodNetwork is the cluster's pod network, which podnetwork runs on
 	// each node. Zero: none, the nodes' CNI is the user's.
 	PodNetwork PodNetwork `json:"podNetwork,omitzero"`
@@ -82,6 +84,46 @@ type PodNetwork struct {
 	// k3s's flag). Off by default, as k3s's: IPv6 pod ranges are often
 	// routed; the IPv4 range is always masqueraded.
 	IPv6Masq bool `json:"ipv6Masq,omitempty"`
+}
+
+// Addrs are IP addresses whose JSON form is one address as a string, as
+// the single cluster DNS address was written before a cluster had one of
+// each family (older cluster.json files and agents read and write it so),
+// and several as a list.
+type Addrs []netip.Addr
+
+// Strings are the addresses as strings, as the kubelet's clusterDNS and a
+// Service's clusterIPs list them.
+func (a Addrs) Strings() []string {
+	out := make([]string, len(a))
+	for i, addr := range a {
+		out[i] = addr.String()
+	}
+	return out
+}
+
+// MarshalJSON writes one address as a string, several as a list.
+func (a Addrs) MarshalJSON() ([]byte, error) {
+	if len(a) == 1 {
+		return json.Marshal(a[0])
+	}
+	return json.Marshal([]netip.Addr(a))
+}
+
+// UnmarshalJSON reads an address or a list of them.
+func (a *Addrs) UnmarshalJSON(data []byte) error {
+	if len(data) == 0 || data[0] != '"' {
+		return json.Unmarshal(data, (*[]netip.Addr)(a))
+	}
+	var one netip.Addr
+	if err := json.Unmarshal(data, &one); err != nil {
+		return err
+	}
+	*a = nil
+	if one.IsValid() {
+		*a = Addrs{one}
+	}
+	return nil
 }
 
 // Enabled reports whether the nodes run a pod network.

@@ -53,7 +53,7 @@ func TestValidate(t *testing.T) {
 // stays in each node's cluster.json, keeps its keys, and reads the
 // cluster.json kubeboot wrote before the settings were one type.
 func TestJSON(t *testing.T) {
-	s := Settings{ClusterDomain: "cluster.local", ClusterDNS: netip.MustParseAddr("10.96.0.10"),
+	s := Settings{ClusterDomain: "cluster.local", ClusterDNS: Addrs{netip.MustParseAddr("10.96.0.10")},
 		PodNetwork: PodNetwork{ClusterCIDR: "10.42.0.0/16,fd00:42::/56", Backend: VXLAN, IPv6Masq: true}, LocalStorage: true, EmbeddedRegistry: true, NetworkPolicy: true}
 	data, err := json.Marshal(s)
 	if err != nil {
@@ -78,5 +78,37 @@ func TestJSON(t *testing.T) {
 	}
 	if want := (Settings{PodNetwork: PodNetwork{ClusterCIDR: "10.42.0.0/16", Backend: HostGW}, LocalStorage: true}); !reflect.DeepEqual(old, want) {
 		t.Errorf("an older cluster.json read as %+v, want %+v", old, want)
+	}
+}
+
+// TestClusterDNSJSON: one cluster DNS address is written as a string, as
+// older agents and cluster.json files read it; one of each family as a
+// list; either is read back.
+func TestClusterDNSJSON(t *testing.T) {
+	v4, v6 := netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00:96::a")
+	for _, tc := range []struct {
+		addrs Addrs
+		json  string
+	}{
+		{nil, `{}`},
+		{Addrs{v4}, `{"clusterDNS":"10.96.0.10"}`},
+		{Addrs{v6}, `{"clusterDNS":"fd00:96::a"}`},
+		{Addrs{v4, v6}, `{"clusterDNS":["10.96.0.10","fd00:96::a"]}`},
+		{Addrs{v6, v4}, `{"clusterDNS":["fd00:96::a","10.96.0.10"]}`},
+	} {
+		data, err := json.Marshal(Settings{ClusterDNS: tc.addrs})
+		if err != nil || string(data) != tc.json {
+			t.Errorf("%v: JSON = %s, %v; want %s", tc.addrs, data, err, tc.json)
+		}
+		var back Settings
+		if err := json.Unmarshal([]byte(tc.json), &back); err != nil || !reflect.DeepEqual(back.ClusterDNS, tc.addrs) {
+			t.Errorf("%s read as %v, %v; want %v", tc.json, back.ClusterDNS, err, tc.addrs)
+		}
+	}
+	for _, bad := range []string{`{"clusterDNS":"10.96.0"}`, `{"clusterDNS":["10.96.0.10",1]}`, `{"clusterDNS":5}`} {
+		var s Settings
+		if err := json.Unmarshal([]byte(bad), &s); err == nil {
+			t.Errorf("%s read as %v, want an error", bad, s.ClusterDNS)
+		}
 	}
 }

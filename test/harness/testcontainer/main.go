@@ -59,7 +59,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testcontainer pause | serve PORT | chat PORT | http PORT | https PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | lookup NAME | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
+		return fmt.Errorf("usage: testcontainer pause | serve PORT | chat PORT | http PORT | https PORT | echo ARGS... | write FILE TEXT | cat FILE | dial HOST:PORT | lookup NAME [SERVER] | dnsload SERVER:PORT NAME COUNT CLIENTS | whoami PERIOD")
 	}
 	switch args[0] {
 	case "pause":
@@ -104,13 +104,22 @@ func run(args []string) error {
 		fmt.Print(line)
 		return err
 	case "lookup":
-		if len(args) != 2 {
-			return fmt.Errorf("usage: testcontainer lookup NAME")
+		if len(args) != 2 && len(args) != 3 {
+			return fmt.Errorf("usage: testcontainer lookup NAME [SERVER]")
 		}
-		// Both families' records (A and AAAA), sorted, one a line.
+		// Both families' records (A and AAAA), sorted, one a line; asked
+		// of SERVER's port 53 if given, else of resolv.conf's servers.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		addrs, err := net.DefaultResolver.LookupHost(ctx, args[1])
+		resolver := net.DefaultResolver
+		if len(args) == 3 {
+			server := net.JoinHostPort(args[2], "53")
+			resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, server)
+			}}
+		}
+		addrs, err := resolver.LookupHost(ctx, args[1])
 		if err != nil {
 			return err
 		}
