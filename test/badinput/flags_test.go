@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kubeboot/kubeboot/test/harness"
 )
 
 // TestBadFlags runs `kubeboot apiserver` with one bad flag each: an
@@ -382,4 +384,21 @@ func badRegistries(t *testing.T) map[string]string {
 		files[name] = path
 	}
 	return files
+}
+
+// TestNodeWithoutIPv6: `server --node` of a cluster with an IPv6 pod range
+// on a host with IPv6 turned off (here, its network namespace's
+// net.ipv6.conf.all.disable_ipv6) is refused in one line that says so,
+// before anything starts.
+func TestNodeWithoutIPv6(t *testing.T) {
+	if !harness.InNetNS(t) {
+		return
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/all/disable_ipv6", []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	args := append([]string{"server", "--data-dir", dataDir}, serveFlags()...)
+	checkRefused(t, append(args, "--node", "--service-cidr=10.96.0.0/16,fd00:96::/112", "--cluster-cidr=10.42.0.0/16,fd00:42::/56"),
+		dataDir, "IPv6 turned off")
 }

@@ -360,6 +360,9 @@ func (o *Server) validateNode() error {
 				return err
 			}
 		}
+		if err := hostnode.CheckHostFamilies(o.ControllerManager.KubeCloudShared.ClusterCIDR); err != nil {
+			return err
+		}
 	}
 	if !o.ControlPlane.Authentication.BootstrapToken.Enable {
 		return errors.New("--node needs --enable-bootstrap-token-auth: the kubelet joins with a bootstrap token")

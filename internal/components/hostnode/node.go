@@ -539,12 +539,30 @@ func CheckFamilies(flag string, addrs []netip.Addr, clusterCIDR string) error {
 
 // checkFamilies checks the node's addresses, --node-ip's (or
 // --kubelet-arg's) and --node-external-ip's, against the cluster's
-// families (CheckFamilies).
+// families (CheckFamilies), and that the host carries IPv6 if the cluster
+// has it (CheckHostFamilies).
 func (o *Options) checkFamilies(clusterCIDR string) error {
 	if err := CheckFamilies("--node-ip", o.nodeIPs, clusterCIDR); err != nil {
 		return err
 	}
-	return CheckFamilies("--node-external-ip", o.ExternalIPs, clusterCIDR)
+	if err := CheckFamilies("--node-external-ip", o.ExternalIPs, clusterCIDR); err != nil {
+		return err
+	}
+	return CheckHostFamilies(clusterCIDR)
+}
+
+// CheckHostFamilies checks that this host can carry the families of the
+// cluster's pod ranges (clusterCIDR; "" or not a range: nothing to check):
+// a host without IPv6 cannot be a node of a cluster with an IPv6 range.
+func CheckHostFamilies(clusterCIDR string) error {
+	pods, err := network.ParsePrefixes("--cluster-cidr", clusterCIDR)
+	if clusterCIDR == "" || err != nil || !slices.Contains(network.Families(pods...), network.IPv6) {
+		return nil
+	}
+	if err := network.HostIPv6("/proc"); err != nil {
+		return fmt.Errorf("the cluster's pod ranges (--cluster-cidr %s) have an IPv6 one, but %w", clusterCIDR, err)
+	}
+	return nil
 }
 
 // nodeIPArgs is --node-ip as the kubelet's flag, before --kubelet-arg,

@@ -1,9 +1,13 @@
 package network
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
 // InterfaceOf is the host's interface that has addr.
@@ -53,4 +57,18 @@ func interfaceAddrs(iface net.Interface) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// HostIPv6 reports, in one line, why this host cannot carry IPv6, if it
+// cannot: the kernel without IPv6, or IPv6 turned off
+// (net.ipv6.conf.all.disable_ipv6). proc is /proc, or a test's copy.
+func HostIPv6(proc string) error {
+	if _, err := os.Stat(filepath.Join(proc, "net", "if_inet6")); err != nil {
+		return errors.New("this host's kernel has no IPv6 (no /proc/net/if_inet6)")
+	}
+	data, err := os.ReadFile(filepath.Join(proc, "sys", "net", "ipv6", "conf", "all", "disable_ipv6"))
+	if err == nil && strings.TrimSpace(string(data)) != "0" {
+		return errors.New("this host has IPv6 turned off (sysctl net.ipv6.conf.all.disable_ipv6=1)")
+	}
+	return nil
 }

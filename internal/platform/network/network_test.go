@@ -2,6 +2,8 @@ package network
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -178,5 +180,34 @@ func TestInterfaceAddrOf(t *testing.T) {
 	}
 	if _, err := InterfaceAddrOf(netip.MustParseAddr("192.0.2.99"), IPv6); err == nil || !strings.Contains(err.Error(), "no interface of this host has 192.0.2.99") {
 		t.Errorf("InterfaceAddrOf(192.0.2.99) error = %v", err)
+	}
+}
+
+// TestHostIPv6: a host whose kernel has no IPv6, or has it turned off,
+// says so in one line.
+func TestHostIPv6(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		wantErr string
+	}{
+		{"IPv6 on", map[string]string{"net/if_inet6": "", "sys/net/ipv6/conf/all/disable_ipv6": "0\n"}, ""},
+		{"turned off", map[string]string{"net/if_inet6": "", "sys/net/ipv6/conf/all/disable_ipv6": "1\n"}, "turned off"},
+		{"no IPv6 in the kernel", map[string]string{}, "no IPv6"},
+	} {
+		proc := t.TempDir()
+		for name, content := range tc.files {
+			path := filepath.Join(proc, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := HostIPv6(proc)
+		if (err == nil) != (tc.wantErr == "") || err != nil && (!strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "\n")) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.wantErr)
+		}
 	}
 }
