@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,6 +92,43 @@ func TestDualStackSimulated(t *testing.T) {
 		}
 		if !ok {
 			t.Errorf("Service %s (%s): ClusterIPs %v, families %v; want one in each of %v", tc.name, tc.policy, got.Spec.ClusterIPs, got.Spec.IPFamilies, tc.want)
+		}
+	}
+}
+
+// TestClusterDNSGainsAFamily: a dual-stack cluster whose cluster DNS was
+// of one family (--cluster-dns of one address, as every dual-stack
+// cluster before the cluster DNS had an address of each) gets the second
+// at its next start without the flag: the kube-dns Service becomes
+// RequireDualStack at the tenth address of each Service range, keeping
+// its first; started again with the one address, it drops the second.
+func TestClusterDNSGainsAFamily(t *testing.T) {
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	args := []string{"--bind-address", "127.0.0.1", "--secure-port", "0", "--flannel-backend=none",
+		"--cluster-cidr=10.42.0.0/16,fd00:42::/56", "--service-cidr=10.96.0.0/16,fd00:96::/112"}
+	for _, step := range []struct {
+		flags []string
+		want  []string
+	}{
+		{[]string{"--cluster-dns=10.96.0.10"}, []string{"10.96.0.10"}},
+		{nil, []string{"10.96.0.10", "fd00:96::a"}},
+		{[]string{"--cluster-dns=10.96.0.10"}, []string{"10.96.0.10"}},
+	} {
+		srv := harness.StartReadyServer(t, time.Minute, bin, dataDir, append(slices.Clone(args), step.flags...)...)
+		client := srv.MustClient(t)
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("the kube-dns Service at %v (%v)", step.want, step.flags), func(ctx context.Context) (bool, string) {
+			svc, err := client.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return slices.Equal(svc.Spec.ClusterIPs, step.want), fmt.Sprintf("ClusterIPs %v, policy %v", svc.Spec.ClusterIPs, ptr.Deref(svc.Spec.IPFamilyPolicy, ""))
+		})
+		if err := srv.Terminate(30 * time.Second); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
