@@ -355,8 +355,11 @@ func (o *Server) validateNode() error {
 	// --node-ip against the Pods' ranges before the host is looked at
 	// (--kubelet-arg=--node-ip is checked when the node starts).
 	if o.allocatesNodeCIDRs() {
-		for flag, addrs := range map[string][]netip.Addr{"--node-ip": o.Node.NodeIPs, "--node-external-ip": o.Node.ExternalIPs} {
-			if err := hostnode.CheckFamilies(flag, addrs, o.ControllerManager.KubeCloudShared.ClusterCIDR); err != nil {
+		for _, f := range []struct {
+			flag  string
+			addrs []netip.Addr
+		}{{"--node-ip", o.Node.NodeIPs}, {"--node-external-ip", o.Node.ExternalIPs}} {
+			if err := hostnode.CheckFamilies(f.flag, f.addrs, o.ControllerManager.KubeCloudShared.ClusterCIDR); err != nil {
 				return err
 			}
 		}
