@@ -29,7 +29,7 @@ func TestAgentFailover(t *testing.T) {
 	s.start(0, "--cluster-init")
 	token := s.token()
 	for i := 1; i < 3; i++ {
-		s.start(i, "--server", "https://"+harness.Addr(0)+":6443", "--token", token)
+		s.start(i, "--server", s.url(0), "--token", token)
 	}
 	const name = "agent-ha"
 	dir := filepath.Join(t.TempDir(), "agent")

@@ -172,13 +172,13 @@ func TestJoinServers(t *testing.T) {
 		t.Fatalf("token %q is not K10<hash>::server:<password>", token)
 	}
 	// Server 1 plays a node, for the scheduler to bind Pods to.
-	s.start(1, "--server", "https://"+harness.Addr(0)+":6443", "--token", token, "--simulated-nodes=1")
+	s.start(1, "--server", s.url(0), "--token", token, "--simulated-nodes=1")
 	tokenFile := filepath.Join(s.root, "token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// Through the second server, with the token in a file.
-	s.start(2, "--server", "https://"+harness.Addr(1)+":6443", "--token-file", tokenFile)
+	s.start(2, "--server", s.url(1), "--token-file", tokenFile)
 
 	if _, err := s.client(0).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "from-0"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestJoinServers(t *testing.T) {
 
 	// A joined server is a member: --cluster-init on its data dir is
 	// refused before anything starts.
-	if out, err := s.run(1, "--cluster-init"); err == nil || !strings.Contains(out, "is a member of the cluster it joined through https://"+harness.Addr(0)+":6443") {
+	if out, err := s.run(1, "--cluster-init"); err == nil || !strings.Contains(out, "is a member of the cluster it joined through "+s.url(0)) {
 		t.Errorf("--cluster-init on a joined server's data dir: %v\n%s", err, out)
 	}
 
@@ -224,7 +224,7 @@ func TestJoinServers(t *testing.T) {
 		{"a wrong password", wrongPassword, "401"},
 		{"no CA hash", "secret", "no CA hash"},
 	} {
-		out, err := s.run(3, "--server", "https://"+harness.Addr(0)+":6443", "--token", tc.token)
+		out, err := s.run(3, "--server", s.url(0), "--token", tc.token)
 		if err == nil || !strings.Contains(out, tc.want) {
 			t.Errorf("join with %s: err %v, want a refusal saying %q\n%s", tc.name, err, tc.want, out)
 		}
@@ -336,7 +336,7 @@ func TestJoinServers(t *testing.T) {
 			t.Errorf("server %d's token file does not hold the rotated token: %v", i, err)
 		}
 	}
-	if out, err := s.run(3, "--server", "https://"+harness.Addr(2)+":6443", "--token", token); err == nil || !strings.Contains(out, "401") {
+	if out, err := s.run(3, "--server", s.url(2), "--token", token); err == nil || !strings.Contains(out, "401") {
 		t.Errorf("a join with the rotated-out token: %v, want 401\n%s", err, out)
 	}
 
@@ -353,7 +353,7 @@ func TestJoinServers(t *testing.T) {
 
 	// A server gone for good: deleting its Node (which a server with
 	// --node marks as its own, as here by hand) removes its etcd member.
-	s.start(3, "--server", "https://"+harness.Addr(2)+":6443", "--token", rotated)
+	s.start(3, "--server", s.url(2), "--token", rotated)
 	var member string
 	for _, line := range strings.Split(s.members(0), "\n") {
 		if strings.Contains(line, harness.Addr(3)+":") {

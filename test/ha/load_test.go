@@ -35,7 +35,7 @@ func TestKillEachServerUnderLoad(t *testing.T) {
 	s.start(0, append(repair, "--cluster-init")...)
 	token := s.token()
 	for i := 1; i < 3; i++ {
-		s.start(i, append(repair, "--server", "https://"+harness.Addr(0)+":6443", "--token", token)...)
+		s.start(i, append(repair, "--server", s.url(0), "--token", token)...)
 	}
 	clients := []kubernetes.Interface{s.client(0), s.client(1), s.client(2)}
 	l := harness.NewLoad(clients)

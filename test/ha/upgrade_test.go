@@ -74,7 +74,7 @@ func TestUpgradeInPlace(t *testing.T) {
 	s.start(0, "--cluster-init")
 	token := s.token()
 	for i := 1; i < 3; i++ {
-		s.start(i, "--server", "https://"+harness.Addr(0)+":6443", "--token", token)
+		s.start(i, "--server", s.url(0), "--token", token)
 	}
 	commit := func(i int) string {
 		t.Helper()

@@ -224,7 +224,7 @@ func (c *Component) servedAddrs(ctx context.Context, advertise netip.Addr) []net
 		}
 		a, err := network.InterfaceAddrOf(advertise, family)
 		if err != nil {
-			klog.FromContext(ctx).Info("This server serves no cluster DNS at "+dns.String()+": the other servers do, if they can", "err", err)
+			klog.FromContext(ctx).Info("This server serves no cluster DNS of this family: the other servers do, if they can", "address", dns, "err", err)
 			continue
 		}
 		out = append(out, a)
