@@ -33,6 +33,7 @@ certificates and admin.kubeconfig are generated there on first start.`,
 	o.AddFlags(cmd.Flags())
 	configfile.AddFlag(cmd)
 	addLogFlags(cmd)
+	addMemoryFlags(cmd)
 	return cmd
 }
 
@@ -74,6 +75,7 @@ with the token in <data-dir>/token (kubeboot agent).`,
 	}
 	configfile.AddFlag(cmd)
 	addLogFlags(cmd)
+	addMemoryFlags(cmd)
 	return cmd
 }
 
@@ -91,6 +93,10 @@ func runControlPlane(cmd *cobra.Command, validate func() error, config func() co
 		return err
 	}
 	if err := validate(); err != nil {
+		return err
+	}
+	limit, err := processMemoryLimit(cmd.Flags())
+	if err != nil {
 		return err
 	}
 	start := time.Now()
@@ -143,7 +149,7 @@ func runControlPlane(cmd *cobra.Command, validate func() error, config func() co
 		case <-ctx.Done():
 		}
 	}()
-	go releaseStartupMemory(ctx, srv.Ready(), tuneGC)
+	go releaseStartupMemory(ctx, srv.Ready(), gcSettings{tune: tuneGC, limit: limit})
 	return srv.Run(ctx)
 }
 

@@ -74,13 +74,24 @@ func startupLimit(live uint64) int64 {
 	return max(startupMemoryLimit, startupLimitFactor*int64(live))
 }
 
-// limitStartupMemory sets the start-up memory limit and follows the live
-// heap with it until started is closed or ctx is done, then lifts it.
-func limitStartupMemory(ctx context.Context, started <-chan struct{}) {
+// gcSettings is how a server process runs its collector.
+type gcSettings struct {
+	// tune is whether kubeboot sets the collector's targets: neither
+	// GOGC nor GOMEMLIMIT is set.
+	tune bool
+	// limit is the process's soft memory limit (--memory-limit); the
+	// start-up limit never exceeds it.
+	limit int64
+}
+
+// limitStartupMemory sets the start-up memory limit, within ceiling, and
+// follows the live heap with it until started is closed or ctx is done,
+// then sets ceiling.
+func limitStartupMemory(ctx context.Context, started <-chan struct{}, ceiling int64) {
 	sample := []metrics.Sample{{Name: heapLive}}
-	limit := startupLimit(0)
+	limit := min(startupLimit(0), ceiling)
 	debug.SetMemoryLimit(limit)
-	defer debug.SetMemoryLimit(math.MaxInt64)
+	defer debug.SetMemoryLimit(ceiling)
 	ticker := time.NewTicker(startupLimitPeriod)
 	defer ticker.Stop()
 	for {
@@ -92,7 +103,7 @@ func limitStartupMemory(ctx context.Context, started <-chan struct{}) {
 		case <-ticker.C:
 		}
 		metrics.Read(sample)
-		if l := startupLimit(sample[0].Value.Uint64()); l != limit {
+		if l := min(startupLimit(sample[0].Value.Uint64()), ceiling); l != limit {
 			limit = l
 			debug.SetMemoryLimit(limit)
 		}
@@ -132,12 +143,15 @@ func busyPercent(live uint64) int {
 // once the server is idle, not under a load that starts as soon as it is
 // ready. Until it first idles, or its live heap needs no more than Go's
 // default target (atDefaultTarget), the start-up memory limit holds
-// (limitStartupMemory). Unless tuneGC (neither GOGC nor GOMEMLIMIT is
-// set), the collector is left alone.
-func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, tuneGC bool) {
+// (limitStartupMemory); then the limit is gc.limit. Unless gc.tune
+// (neither GOGC nor GOMEMLIMIT is set), only gc.limit is set.
+func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, gc gcSettings) {
 	started := make(chan struct{})
+	tuneGC := gc.tune
 	if tuneGC {
-		go limitStartupMemory(ctx, started)
+		go limitStartupMemory(ctx, started, gc.limit)
+	} else {
+		debug.SetMemoryLimit(gc.limit)
 	}
 	select {
 	case <-ready:

@@ -47,27 +47,41 @@ func TestStartupLimit(t *testing.T) {
 	}
 }
 
-// TestLimitStartupMemoryLifts: the limit holds while starting and is
-// lifted when the start is over.
+// TestLimitStartupMemoryLifts: the limit holds while starting, never
+// above --memory-limit, and is lifted to --memory-limit when the start is
+// over.
 func TestLimitStartupMemoryLifts(t *testing.T) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
-	started := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		limitStartupMemory(context.Background(), started)
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for debug.SetMemoryLimit(-1) != startupMemoryLimit {
-		if time.Now().After(deadline) {
-			t.Fatalf("memory limit %d while starting, want %d", debug.SetMemoryLimit(-1), startupMemoryLimit)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(started)
-	<-done
-	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
-		t.Errorf("memory limit %d once started, want none (%d)", got, int64(math.MaxInt64))
+	for _, tc := range []struct {
+		name            string
+		ceiling         int64
+		starting, ready int64
+	}{
+		{"no --memory-limit", math.MaxInt64, startupMemoryLimit, math.MaxInt64},
+		{"a machine's 75%", 18 << 30, startupMemoryLimit, 18 << 30},
+		{"below the start-up limit", 100 << 20, 100 << 20, 100 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetMemoryLimit(math.MaxInt64)
+			started := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				limitStartupMemory(context.Background(), started, tc.ceiling)
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for debug.SetMemoryLimit(-1) != tc.starting {
+				if time.Now().After(deadline) {
+					t.Fatalf("memory limit %d while starting, want %d", debug.SetMemoryLimit(-1), tc.starting)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			close(started)
+			<-done
+			if got := debug.SetMemoryLimit(-1); got != tc.ready {
+				t.Errorf("memory limit %d once started, want %d", got, tc.ready)
+			}
+		})
 	}
 }
 

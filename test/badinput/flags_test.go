@@ -154,6 +154,8 @@ func TestBadFlags(t *testing.T) {
 		{"secrets encryption provider without secrets encryption", []string{"--secrets-encryption-provider=secretbox"}, "--secrets-encryption-provider secretbox needs --secrets-encryption"},
 		{"serving certificate that is not PEM", []string{"--tls-cert-file=" + notPEM, "--tls-private-key-file=" + notPEM}, "--tls-cert-file"},
 		{"serving certificate without its key", []string{"--tls-cert-file=" + notPEM}, "--tls-private-key-file"},
+		{"memory limit not a size", []string{"--memory-limit=lots"}, "--memory-limit"},
+		{"memory limit above the machine's", []string{"--memory-limit=150%"}, "--memory-limit"},
 		{"unknown TLS version", []string{"--tls-min-version=VersionTLS14"}, "--tls-min-version"},
 		{"unknown cipher suite", []string{"--tls-cipher-suites=TLS_NOT_A_CIPHER"}, "--tls-cipher-suites"},
 		{"etcd certificate without its key", []string{"--etcd-servers=https://127.0.0.1:1", "--etcd-certfile=" + someFile}, "--etcd-keyfile"},

@@ -1,11 +1,9 @@
 package simulatednodes
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
-	"strconv"
+
+	"github.com/kubeboot/kubeboot/internal/platform/sysmem"
 )
 
 // idleNodeMemory is what one simulated node with no Pods adds to the
@@ -15,26 +13,9 @@ import (
 // of them the server's own (docs/performance.md); rounded up.
 const idleNodeMemory = 512 << 10
 
-// machineMemory returns the machine's memory in bytes (/proc/meminfo's
-// MemTotal), 0 where it cannot tell.
-var machineMemory = func() uint64 {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	s := bufio.NewScanner(bytes.NewReader(data))
-	for s.Scan() {
-		// MemTotal:       24596824 kB
-		if f := bytes.Fields(s.Bytes()); len(f) == 3 && string(f[0]) == "MemTotal:" && string(f[2]) == "kB" {
-			kb, err := strconv.ParseUint(string(f[1]), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
-}
+// machineMemory is the memory the server may use (sysmem.Total); tests
+// replace it.
+var machineMemory = sysmem.Total
 
 // validateMemory refuses more simulated nodes than the machine's memory
 // holds idle, before anything starts: a server that ran out of memory
@@ -45,6 +26,6 @@ func (o *Options) validateMemory() error {
 		return nil
 	}
 	const gib = 1 << 30
-	return fmt.Errorf("--simulated-nodes %d would take about %.1f GiB of memory with no Pods (%d KiB a node), more than this machine's %.1f GiB: at most %d",
+	return fmt.Errorf("--simulated-nodes %d would take about %.1f GiB of memory with no Pods (%d KiB a node), more than the %.1f GiB of memory this server has (the machine's, or its cgroup's limit): at most %d",
 		o.Count, float64(uint64(o.Count)*idleNodeMemory)/gib, idleNodeMemory>>10, float64(total)/gib, total/idleNodeMemory)
 }
