@@ -92,7 +92,7 @@ func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
 	// costs one watch, and no Node copies.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Label }),
-		informers.WithTransform(s.SharedObjects().TransformSelected))
+		informers.WithTransform(s.SharedObjects().Selected(labelled)))
 	nodes := factory.Core().V1().Nodes()
 	controller, err := nodecontroller.NewCloudNodeController(nodes, client, cloud{}, statusUpdateFrequency, 1, 1)
 	if err != nil {
@@ -192,4 +192,14 @@ func (cloud) InstanceMetadata(_ context.Context, node *corev1.Node) (*cloudprovi
 		}
 	}
 	return &cloudprovider.InstanceMetadata{ProviderID: ProviderName + "://" + node.Name, NodeAddresses: addrs}, nil
+}
+
+// labelled is the informer's label selector (Label) as a predicate.
+func labelled(obj any) bool {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return false
+	}
+	_, has := node.Labels[Label]
+	return has
 }

@@ -199,8 +199,9 @@ func setup(ctx context.Context, opts *schedoptions.Options, hostnameSpreading bo
 	// Upstream's pod informer drops managedFields; sharedObjects'
 	// transforms do that too (for the Nodes as well) and share the Pods
 	// and Nodes. The pod informer's watch leaves out finished Pods (a
-	// field selector): it takes shared copies but adds none.
-	if err := c.InformerFactory.Core().V1().Pods().Informer().SetTransform(sharedObjects.TransformSelected); err != nil {
+	// field selector, upstream's newPodInformer's): its copies are shared
+	// as a selected watch's.
+	if err := c.InformerFactory.Core().V1().Pods().Informer().SetTransform(sharedObjects.Selected(unfinished)); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := c.InformerFactory.Core().V1().Nodes().Informer().SetTransform(sharedObjects.Transform); err != nil {
@@ -251,4 +252,11 @@ func setup(ctx context.Context, opts *schedoptions.Options, hostnameSpreading bo
 		return nil, nil, nil, err
 	}
 	return &cc, sched, electionConfig, nil
+}
+
+// unfinished is the selector of upstream's pod informer,
+// "status.phase!=Succeeded,status.phase!=Failed", as a predicate.
+func unfinished(obj any) bool {
+	pod, ok := obj.(*corev1.Pod)
+	return ok && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }

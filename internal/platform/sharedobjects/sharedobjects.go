@@ -14,13 +14,17 @@
 // alive that no informer holds.
 //
 // Sharing is safe because informers' objects are read-only by contract:
-// client-go's consumers copy an object before changing it. One kind of
-// informer must not add its copies: one whose watch has a selector
-// (kube-scheduler's Pods, which leave out finished ones). When an object
-// stops matching, the apiserver tells such a watch DELETED with the
-// object's previous content under the new resourceVersion, so its copy of
-// that version is not the version's content. It uses TransformSelected,
-// which takes a held copy but never holds its own.
+// client-go's consumers copy an object before changing it. An informer
+// whose watch has a selector (kube-scheduler's Pods, which leave out
+// finished ones) needs care: when an object stops matching, the apiserver
+// tells such a watch DELETED with the object's previous content under the
+// new resourceVersion, so its copy of that version may not be the
+// version's content. Its transform (Selected) is given the selector as a
+// predicate and holds its copies with it: another informer takes such a
+// copy only if its own decoded object, the version's true content,
+// matches the selector, since then the selected watch was sent that
+// content too. A selected informer takes the copies other informers hold
+// without a selector.
 package sharedobjects
 
 import (
@@ -44,8 +48,8 @@ type Pool struct {
 // New returns an empty pool.
 func New() *Pool {
 	return &Pool{
-		pods:  versions[corev1.Pod]{held: map[version]weak.Pointer[corev1.Pod]{}},
-		nodes: versions[corev1.Node]{held: map[version]weak.Pointer[corev1.Node]{}},
+		pods:  versions[corev1.Pod]{held: map[version]copyOf[corev1.Pod]{}},
+		nodes: versions[corev1.Node]{held: map[version]copyOf[corev1.Node]{}},
 	}
 }
 
@@ -54,16 +58,20 @@ func New() *Pool {
 // and for a Pod or Node the copy another informer holds of the same
 // version, if any; otherwise obj, now held.
 func (p *Pool) Transform(obj any) (any, error) {
-	return p.transform(obj, true), nil
+	return p.transform(obj, nil), nil
 }
 
-// TransformSelected is Transform for an informer whose watch has a label
-// or field selector: it takes a held copy, but never holds obj.
-func (p *Pool) TransformSelected(obj any) (any, error) {
-	return p.transform(obj, false), nil
+// Selected is Transform for an informer whose watch has a label or field
+// selector, given as matches: whether an object is one the watch
+// selects. Its copies are held with matches (see the package's doc).
+func (p *Pool) Selected(matches func(obj any) bool) func(obj any) (any, error) {
+	return func(obj any) (any, error) {
+		return p.transform(obj, matches), nil
+	}
 }
 
-func (p *Pool) transform(obj any, hold bool) any {
+// transform is Transform with selected nil, Selected's otherwise.
+func (p *Pool) transform(obj any, selected func(any) bool) any {
 	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
 		accessor.SetManagedFields(nil)
 	}
@@ -72,9 +80,9 @@ func (p *Pool) transform(obj any, hold bool) any {
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return p.pods.share(o, o.UID, o.ResourceVersion, hold)
+		return p.pods.share(o, o.UID, o.ResourceVersion, selected)
 	case *corev1.Node:
-		return p.nodes.share(o, o.UID, o.ResourceVersion, hold)
+		return p.nodes.share(o, o.UID, o.ResourceVersion, selected)
 	}
 	return obj
 }
@@ -94,26 +102,46 @@ type version struct {
 // versions are the held copies of one type's objects, by version.
 type versions[T any] struct {
 	mu   sync.Mutex
-	held map[version]weak.Pointer[T]
+	held map[version]copyOf[T]
 }
 
-// share returns the held copy of obj's version if there is one, and
-// otherwise obj, which it holds if hold is set. Objects without a UID or
-// resourceVersion (never stored) are returned as they are.
-func (vs *versions[T]) share(obj *T, uid types.UID, resourceVersion string, hold bool) *T {
+// copyOf is a held copy: selected is the predicate of the selected
+// informer that holds it, nil if it is the version's true content.
+type copyOf[T any] struct {
+	obj      weak.Pointer[T]
+	selected func(any) bool
+}
+
+// share returns the held copy of obj's version if the caller may take it
+// (see the package's doc), and otherwise obj, which it holds unless a
+// copy of the version's true content is held already. selected is the
+// caller's predicate if its watch has a selector. Objects without a UID
+// or resourceVersion (never stored) are returned as they are.
+func (vs *versions[T]) share(obj *T, uid types.UID, resourceVersion string, selected func(any) bool) *T {
 	if uid == "" || resourceVersion == "" {
 		return obj
 	}
 	v := version{uid, resourceVersion}
 	vs.mu.Lock()
 	defer vs.mu.Unlock()
-	if held := vs.held[v].Value(); held != nil {
-		return held
+	held, ok := vs.held[v]
+	if h := held.obj.Value(); ok && h != nil {
+		switch {
+		case held.selected == nil:
+			return h
+		case selected == nil && held.selected(obj):
+			// obj is the version's true content and the selected watch
+			// was sent it too: h is that content.
+			vs.held[v] = copyOf[T]{obj: held.obj}
+			return h
+		case selected != nil:
+			// Two selected watches' copies: either may be a previous
+			// content; each keeps its own.
+			return obj
+		}
+		// h may be a previous content: obj, the true one, replaces it.
 	}
-	if !hold {
-		return obj
-	}
-	vs.held[v] = weak.Make(obj)
+	vs.held[v] = copyOf[T]{obj: weak.Make(obj), selected: selected}
 	// Once no informer holds obj, its entry goes, unless a newer copy of
 	// the same version replaced it meanwhile.
 	runtime.AddCleanup(obj, vs.forget, v)
@@ -124,7 +152,7 @@ func (vs *versions[T]) share(obj *T, uid types.UID, resourceVersion string, hold
 func (vs *versions[T]) forget(v version) {
 	vs.mu.Lock()
 	defer vs.mu.Unlock()
-	if vs.held[v].Value() == nil {
+	if vs.held[v].obj.Value() == nil {
 		delete(vs.held, v)
 	}
 }

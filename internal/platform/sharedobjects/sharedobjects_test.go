@@ -95,27 +95,80 @@ func TestPoolForgetsCollectedCopies(t *testing.T) {
 	}
 }
 
-// TestSelectedCopiesAreNeverHeld checks what keeps a selected watch's
-// copies out of the pool: when a Pod finishes, kube-scheduler's watch
-// (finished Pods left out) gets DELETED with the Pod's previous content
-// under the new resourceVersion. The controller manager's copy of that
-// version must stay its own, with the true content.
-func TestSelectedCopiesAreNeverHeld(t *testing.T) {
-	p := New()
-	stale := pod("u1", "7")
-	stale.Status.Phase = corev1.PodRunning
-	if got, _ := p.TransformSelected(stale); got != any(stale) {
-		t.Fatalf("TransformSelected with nothing held returned another object")
+// unfinished is kube-scheduler's pod informer's selector as a predicate.
+func unfinished(obj any) bool {
+	return obj.(*corev1.Pod).Status.Phase != corev1.PodSucceeded
+}
+
+func podIn(phase corev1.PodPhase) *corev1.Pod {
+	p := pod("u1", "7")
+	p.Status.Phase = phase
+	return p
+}
+
+// TestSelectedCopies: a watch with a selector (kube-scheduler's Pods,
+// finished ones left out) gets DELETED with the Pod's previous content
+// under the new resourceVersion when the Pod finishes. Such a copy of
+// that version must never be taken as the version's content; a selected
+// watch's copy of a version whose content matches the selector is that
+// content, and is shared.
+func TestSelectedCopies(t *testing.T) {
+	tests := []struct {
+		name string
+		// steps: each an object, whether a selected informer transforms
+		// it, and which earlier step's object (or its own, -1) it must get.
+		steps []step
+	}{
+		{"the selected informer first, a matching version: one copy", []step{
+			{podIn(corev1.PodRunning), true, -1},
+			{podIn(corev1.PodRunning), false, 0},
+			{podIn(corev1.PodRunning), false, 0},
+		}},
+		{"the selected informer first, a previous content: the true one is held apart", []step{
+			{podIn(corev1.PodRunning), true, -1},
+			{podIn(corev1.PodSucceeded), false, -1},
+			{podIn(corev1.PodSucceeded), false, 1},
+			{podIn(corev1.PodRunning), true, 1},
+		}},
+		{"the unselected informer first: the selected one takes its copy", []step{
+			{podIn(corev1.PodRunning), false, -1},
+			{podIn(corev1.PodRunning), true, 0},
+		}},
+		{"two selected informers keep their own", []step{
+			{podIn(corev1.PodRunning), true, -1},
+			{podIn(corev1.PodRunning), true, -1},
+		}},
 	}
-	finished := pod("u1", "7")
-	finished.Status.Phase = corev1.PodSucceeded
-	got, _ := p.Transform(finished)
-	if got != any(finished) {
-		t.Fatalf("Transform returned the selected watch's copy (phase %s), want its own (phase %s)",
-			got.(*corev1.Pod).Status.Phase, finished.Status.Phase)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := New()
+			selected := p.Selected(unfinished)
+			var got []any
+			for i, st := range tt.steps {
+				transform := p.Transform
+				if st.selected {
+					transform = selected
+				}
+				out, err := transform(st.obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := any(st.obj)
+				if st.from >= 0 {
+					want = got[st.from]
+				}
+				if out != want {
+					t.Errorf("step %d (phase %s, selected %v): got a copy in phase %s, not the one wanted", i, st.obj.Status.Phase, st.selected, out.(*corev1.Pod).Status.Phase)
+				}
+				got = append(got, out)
+			}
+			runtime.KeepAlive(got)
+		})
 	}
-	if got, _ := p.TransformSelected(pod("u1", "7")); got != any(finished) {
-		t.Errorf("TransformSelected did not take the held copy")
-	}
-	runtime.KeepAlive(finished)
+}
+
+type step struct {
+	obj      *corev1.Pod
+	selected bool
+	from     int
 }
