@@ -80,6 +80,9 @@ type Backend struct {
 	// caches are the watch caches built so far, shared with the
 	// WithSerializer copies.
 	caches *cacheSet
+	// fieldSets are the managedFields' field sets the watch caches'
+	// objects share, also shared with the copies.
+	fieldSets *fieldSets
 }
 
 // cacheSet is a set of live watch caches.
@@ -118,7 +121,7 @@ func (b *Backend) WithSerializer(serializer runtime.StorageSerializer) *Backend 
 	cfg := b.cfg
 	cfg.Serializer = serializer
 	cfg.Resources = nil
-	return &Backend{cfg: cfg, kclient: b.kclient, compactor: b.compactor, caches: b.caches}
+	return &Backend{cfg: cfg, kclient: b.kclient, compactor: b.compactor, caches: b.caches, fieldSets: b.fieldSets}
 }
 
 // New returns a Backend. Call Destroy when the server stops.
@@ -144,7 +147,7 @@ func New(cfg Config) (*Backend, error) {
 		// (embedded etcd) has no endpoint to ask.
 		etcdfeature.DefaultFeatureSupportChecker.CheckClient(cfg.Client.Ctx(), inProcessEndpoint{cfg.Client}, storage.RequestWatchProgress)
 	}
-	b := &Backend{cfg: cfg, kclient: kc, caches: &cacheSet{set: map[*cacherstorage.Cacher]struct{}{}}}
+	b := &Backend{cfg: cfg, kclient: kc, caches: &cacheSet{set: map[*cacherstorage.Cacher]struct{}{}}, fieldSets: newFieldSets()}
 	if cfg.CompactionInterval > 0 {
 		c := etcd3.StartCompactorPerEndpoint(cfg.Client, cfg.CompactionInterval)
 		b.compactor = c
@@ -227,7 +230,7 @@ func (b *Backend) decorator(cached bool) generic.StorageDecorator {
 			return checked, func() { once.Do(raw.Close) }, nil
 		}
 		cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
-			Storage:             checked,
+			Storage:             sharingFieldSets{checked, b.fieldSets},
 			Versioner:           versioner,
 			GroupResource:       config.GroupResource,
 			EventsHistoryWindow: config.EventsHistoryWindow,
