@@ -92,6 +92,7 @@ var (
 	idle         = flag.Duration("idle", time.Minute, "how long BenchmarkIdle watches idle nodes")
 	peer         = flag.Bool("peer", false, "BenchmarkRunning: also run the peer control plane with kwok in every iteration")
 	kubeboot     = flag.Bool("kubeboot", true, "BenchmarkRunning: run kubeboot (-kubeboot=false -peer: the peer alone, right after a kubeboot-only run)")
+	settledHeap  = flag.Bool("settled-heap", false, "BenchmarkRunning, BenchmarkScheduling: after the load, restart the server and log its live heap again")
 	serverArgs   = flag.String("server-args", "", "more flags for kubeboot server, separated by spaces (to try a setting)")
 	perNamespace = flag.Int("pods-per-namespace", 3000, "BenchmarkRunning: Pods in each namespace of the load "+
 		"(SIG Scalability's namespace threshold, as ClusterLoader2's 100 nodes a namespace); 0 puts them all in default")
@@ -103,13 +104,31 @@ func TestMain(m *testing.M) { harness.Main(m) }
 type server struct {
 	*harness.APIServer
 	client kubernetes.Interface
+	// socket is the server's --debug-socket-path: its profiles and heap.
+	socket string
+	// kubeboot is how it was started, to restart it.
+	kubeboot benchserver.Kubeboot
+	nodes    int
 }
 
 func start(b testing.TB, nodes int, args ...string) server {
-	srv := benchserver.Server(b, time.Minute, loadComponents(),
+	socket := filepath.Join(b.TempDir(), "debug.sock")
+	k := benchserver.Server(b, time.Minute, loadComponents(),
 		// Node IPAM's range is the default's, or --simulated-node-cidr's
 		// (16,384 nodes) beyond the default's 256, as a user gets it.
-		slices.Concat([]string{fmt.Sprintf("--simulated-nodes=%d", nodes)}, strings.Fields(*serverArgs), args)...).Start(b)
+		slices.Concat([]string{fmt.Sprintf("--simulated-nodes=%d", nodes), "--debug-socket-path=" + socket}, strings.Fields(*serverArgs), args)...)
+	return serve(b, k, k.Start(b), socket, nodes)
+}
+
+// restart stops s and starts it again on its data dir, its nodes Ready.
+func (s server) restart(tb testing.TB) server {
+	benchserver.Stop(tb, s.APIServer, time.Minute)
+	return serve(tb, s.kubeboot, s.kubeboot.StartIn(tb, s.DataDir), s.socket, s.nodes)
+}
+
+// serve waits for srv's simulated nodes to be Ready; srv is stopped when
+// tb ends, if the benchmark has not stopped it.
+func serve(b testing.TB, k benchserver.Kubeboot, srv *harness.APIServer, socket string, nodes int) server {
 	b.Cleanup(func() {
 		select {
 		case <-srv.Exited(): // stopped by the benchmark
@@ -138,7 +157,7 @@ func start(b testing.TB, nodes int, args ...string) server {
 		b.Fatalf("simulated nodes not ready: %v", err)
 	}
 	b.Logf("%d simulated nodes Ready %s after the server", nodes, time.Since(began).Round(time.Millisecond))
-	return server{srv, client}
+	return server{srv, client, socket, k, nodes}
 }
 
 // loadComponents are the flags both control planes get: the scheduler's
@@ -192,9 +211,20 @@ func eachControlPlane[T any](b *testing.B, load func(name string, client kuberne
 		b.StopTimer()
 		if *kubeboot {
 			srv, profile := startProfiled(b)
+			if *settledHeap {
+				// As costPerPod: the heap before the load once what
+				// the nodes' registration left is gone.
+				time.Sleep(settle)
+			}
+			before := srv.liveHeap(b)
 			ours = append(ours, load("kubeboot", srv.client, []int{srv.PID()}))
 			profile()
-			benchserver.Stop(b, srv.APIServer, time.Minute)
+			if *settledHeap {
+				srv.heap(b, before, true).log(b)
+			} else {
+				srv.heap(b, before, false).log(b)
+				benchserver.Stop(b, srv.APIServer, time.Minute)
+			}
 		}
 		if *peer {
 			client, pids := startPeer(b, plane, simulator)

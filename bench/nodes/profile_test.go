@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,21 +38,17 @@ var (
 // waits for the profile and writes it, and with -heapprofile writes a
 // heap profile (with neither, it does nothing).
 func startProfiled(b *testing.B) (server, func()) {
-	if *cpuProfile == "" && *heapProfile == "" {
-		return start(b, *nodes), func() {}
-	}
-	socket := filepath.Join(b.TempDir(), "debug.sock")
-	srv := start(b, *nodes, "--debug-socket-path="+socket)
+	srv := start(b, *nodes)
 	var prof *serverProfile
 	if *cpuProfile != "" {
-		prof = profileServer(socket, *profileAfter, *profileFor)
+		prof = profileServer(srv.socket, *profileAfter, *profileFor)
 	}
 	return srv, func() {
 		if prof != nil {
 			prof.write(b, *cpuProfile)
 		}
 		if *heapProfile != "" {
-			writeHeapProfile(b, socket, *heapProfile)
+			writeHeapProfile(b, srv.socket, *heapProfile)
 		}
 	}
 }
