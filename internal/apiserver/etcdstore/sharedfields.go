@@ -133,10 +133,41 @@ func (s sharingFieldSets) Watch(ctx context.Context, key string, opts storage.Li
 	if err != nil {
 		return nil, err
 	}
-	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+	sw := &sharingWatch{source: w, sets: s.sets, result: make(chan watch.Event), done: make(chan struct{})}
+	go sw.run()
+	return sw, nil
+}
+
+// sharingWatch passes a watch's events on, their objects holding shared
+// field sets. Unlike watch.Filter, a stopped one never waits for its
+// consumer to read an event.
+type sharingWatch struct {
+	source watch.Interface
+	sets   *fieldSets
+	result chan watch.Event
+	done   chan struct{}
+	stop   sync.Once
+}
+
+func (w *sharingWatch) ResultChan() <-chan watch.Event { return w.result }
+
+func (w *sharingWatch) Stop() {
+	w.stop.Do(func() {
+		close(w.done)
+		w.source.Stop()
+	})
+}
+
+func (w *sharingWatch) run() {
+	defer close(w.result)
+	for e := range w.source.ResultChan() {
 		if e.Type != watch.Error && e.Type != watch.Bookmark && e.Object != nil {
-			s.sets.shareObject(e.Object)
+			w.sets.shareObject(e.Object)
 		}
-		return e, true
-	}), nil
+		select {
+		case w.result <- e:
+		case <-w.done:
+			return
+		}
+	}
 }
