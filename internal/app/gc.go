@@ -147,8 +147,7 @@ func busyPercent(live uint64) int {
 // (neither GOGC nor GOMEMLIMIT is set), only gc.limit is set.
 func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, gc gcSettings) {
 	started := make(chan struct{})
-	tuneGC := gc.tune
-	if tuneGC {
+	if gc.tune {
 		go limitStartupMemory(ctx, started, gc.limit)
 	} else {
 		debug.SetMemoryLimit(gc.limit)
@@ -163,7 +162,7 @@ func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, gc gcSetti
 	metrics.Read(sample)
 	last := sample[0].Value.Uint64()
 	percent := busyPercent(sample[1].Value.Uint64())
-	if tuneGC {
+	if gc.tune {
 		debug.SetGCPercent(percent)
 	}
 	// liftLimit ends the start-up memory limit (limitStartupMemory).
@@ -191,7 +190,7 @@ func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, gc gcSetti
 			}
 			if p := busyPercent(sample[1].Value.Uint64()); p != percent {
 				percent = p
-				if tuneGC {
+				if gc.tune {
 					debug.SetGCPercent(percent)
 				}
 				logger.V(4).Info("Garbage collector target follows the live heap", "liveBytes", sample[1].Value.Uint64(), "gcPercent", percent)
@@ -199,7 +198,7 @@ func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, gc gcSetti
 		case !busy && rate > busyAllocRate:
 			busy = true
 			percent = busyPercent(sample[1].Value.Uint64())
-			if tuneGC {
+			if gc.tune {
 				debug.SetGCPercent(percent)
 			}
 			logger.V(4).Info("Garbage collector target raised under load", "allocBytesPerSecond", int64(rate), "gcPercent", percent)
@@ -211,7 +210,7 @@ func releaseStartupMemory(ctx context.Context, ready <-chan struct{}, gc gcSetti
 				n, err := memtrim.ReleaseStartupPages()
 				logger.V(2).Info("Released start-up pages of the executable", "bytes", n, "err", err)
 			}
-			if tuneGC {
+			if gc.tune {
 				debug.SetGCPercent(idleGCPercent)
 				debug.FreeOSMemory()
 			}
