@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 )
 
 // The watch cache keeps every stored object decoded, and in its history
@@ -133,41 +135,8 @@ func (s sharingFieldSets) Watch(ctx context.Context, key string, opts storage.Li
 	if err != nil {
 		return nil, err
 	}
-	sw := &sharingWatch{source: w, sets: s.sets, result: make(chan watch.Event), done: make(chan struct{})}
-	go sw.run()
-	return sw, nil
-}
-
-// sharingWatch passes a watch's events on, their objects holding shared
-// field sets. Unlike watch.Filter, a stopped one never waits for its
-// consumer to read an event.
-type sharingWatch struct {
-	source watch.Interface
-	sets   *fieldSets
-	result chan watch.Event
-	done   chan struct{}
-	stop   sync.Once
-}
-
-func (w *sharingWatch) ResultChan() <-chan watch.Event { return w.result }
-
-func (w *sharingWatch) Stop() {
-	w.stop.Do(func() {
-		close(w.done)
-		w.source.Stop()
-	})
-}
-
-func (w *sharingWatch) run() {
-	defer close(w.result)
-	for e := range w.source.ResultChan() {
-		if e.Type != watch.Error && e.Type != watch.Bookmark && e.Object != nil {
-			w.sets.shareObject(e.Object)
-		}
-		select {
-		case w.result <- e:
-		case <-w.done:
-			return
-		}
-	}
+	return sharedobjects.Watch(w, func(obj any) (any, error) {
+		s.sets.shareObject(obj.(runtime.Object))
+		return obj, nil
+	}), nil
 }
