@@ -49,5 +49,5 @@ func run(admin *rest.Config, opts *simulatednodes.Options) error {
 	}
 	as := *admin
 	as.Impersonate.UserName = simulatednodes.User
-	return simulatednodes.Run(ctx, opts, &as, nil, nil, func() { fmt.Println("ready") })
+	return simulatednodes.Run(ctx, opts, &as, nil, nil, nil, func() { fmt.Println("ready") })
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/kubeboot/kubeboot/internal/components/gateway/dataplane"
 	"github.com/kubeboot/kubeboot/internal/platform/lbnodes"
+	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 	"github.com/kubeboot/kubeboot/internal/platform/simulated"
 )
 
@@ -69,10 +70,12 @@ type controller struct {
 	told     map[types.NamespacedName]string
 }
 
-func newController(opts Options, kube kubernetes.Interface, gw gatewayclient.Interface) *controller {
+// newController's informers of core kinds share the Nodes they cache
+// through pool, as the process's other informers do.
+func newController(opts Options, kube kubernetes.Interface, gw gatewayclient.Interface, pool *sharedobjects.Pool) *controller {
 	return &controller{
 		opts: opts, kube: kube, gw: gw,
-		kubeF: informers.NewSharedInformerFactory(kube, 0),
+		kubeF: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(pool.Transform)),
 		// Only the Secrets a listener or an Ingress can present.
 		tlsF: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()

@@ -250,7 +250,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	}
 	logger.V(2).Info("The cluster has a Gateway, an Ingress or a GatewayClass: starting the controller")
 	election.Lead(ctx, election.Config{Name: Name, Election: c.election, Client: config},
-		func(ctx context.Context) error { return newController(c.opts, kube, gw).run(ctx) })
+		func(ctx context.Context) error { return newController(c.opts, kube, gw, s.SharedObjects()).run(ctx) })
 	return nil
 }
 

@@ -62,7 +62,8 @@ func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	// Its Nodes are the copies the process's other informers hold.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(s.SharedObjects().Transform))
 	nodes := factory.Core().V1().Nodes()
 	a := approver{nodes: nodes.Lister()}
 	// A request can come before its Node has the addresses it names.

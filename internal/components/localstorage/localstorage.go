@@ -126,10 +126,11 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		<-ctx.Done()
 		return nil
 	}
-	// The simulated nodes are those kwok's label marks.
+	// The simulated nodes are those kwok's label marks; their copies are
+	// the process's other informers'.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = simulated.NodeSelector()
-	}))
+	}), informers.WithTransform(s.SharedObjects().Selected(simulated.Selected)))
 	nodes := factory.Core().V1().Nodes().Lister()
 	factory.StartWithContext(ctx)
 	defer factory.Shutdown()

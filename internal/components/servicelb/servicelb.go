@@ -70,7 +70,8 @@ func (*Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	// Its Nodes are the copies the process's other informers hold.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(s.SharedObjects().Transform))
 	services, nodes := factory.Core().V1().Services(), factory.Core().V1().Nodes()
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "servicelb"})

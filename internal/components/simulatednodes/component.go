@@ -47,7 +47,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
-	return Run(ctx, c.opts, client, c.ipam, c.progress, func() { close(c.ready) })
+	return Run(ctx, c.opts, client, s.SharedObjects(), c.ipam, c.progress, func() { close(c.ready) })
 }
 
 // Ready implements controlplane.ReadyComponent: it is closed once every

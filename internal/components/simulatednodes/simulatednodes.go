@@ -52,6 +52,7 @@ import (
 	"sigs.k8s.io/kwok/pkg/utils/gotpl"
 
 	"github.com/kubeboot/kubeboot/internal/platform/progress"
+	"github.com/kubeboot/kubeboot/internal/platform/sharedobjects"
 	"github.com/kubeboot/kubeboot/internal/platform/simulated"
 	"github.com/kubeboot/kubeboot/internal/platform/version"
 )
@@ -86,12 +87,13 @@ var capacity = corev1.ResourceList{
 }
 
 // Run keeps o.Count simulated nodes until ctx is done, acting through
-// client (as User, with Access's rights). ipam is kube-controller-manager's
+// client (as User, with Access's rights). The Nodes and Pods kwok watches
+// are shared through pool (pooledClient). ipam is kube-controller-manager's
 // node IPAM, nil when it allocates no pod CIDRs. How many nodes
 // are created, then Ready, goes to report (thousands take seconds); ready
 // is called once every node is Ready. It returns nil once ctx is done, or
 // the error that kept the nodes from starting.
-func Run(ctx context.Context, o *Options, client *rest.Config, ipam *NodeIPAM, report progress.Func, ready func()) error {
+func Run(ctx context.Context, o *Options, client *rest.Config, pool *sharedobjects.Pool, ipam *NodeIPAM, report progress.Func, ready func()) error {
 	began := time.Now()
 	logger := klog.FromContext(ctx).WithName("simulated-nodes")
 	ctx = klog.NewContext(ctx, logger)
@@ -106,7 +108,7 @@ func Run(ctx context.Context, o *Options, client *rest.Config, ipam *NodeIPAM, r
 	if err := ensureNodes(ctx, typed, o.Count, plan, report); err != nil {
 		return err
 	}
-	c, err := newController(ctx, o, client, typed, plan)
+	c, err := newController(ctx, o, client, typed, pool, plan)
 	if err != nil {
 		return err
 	}
@@ -209,8 +211,8 @@ func waitReady(ctx context.Context, client kubernetes.Interface, count int, stal
 }
 
 // newController is kwok's controller for the simulated nodes, with
-// kwok's own stages.
-func newController(ctx context.Context, o *Options, client *rest.Config, typed kubernetes.Interface, plan cidrPlan) (*controllers.Controller, error) {
+// kwok's own stages, its watches' objects shared through pool.
+func newController(ctx context.Context, o *Options, client *rest.Config, typed kubernetes.Interface, pool *sharedobjects.Pool, plan cidrPlan) (*controllers.Controller, error) {
 	dyn, err := dynamic.NewForConfig(client)
 	if err != nil {
 		return nil, err
@@ -229,7 +231,7 @@ func newController(ctx context.Context, o *Options, client *rest.Config, typed k
 	}
 	return controllers.NewController(controllers.Config{
 		Clock:         clock.RealClock{},
-		TypedClient:   typed,
+		TypedClient:   pooledClient{Interface: typed, pool: pool},
 		DynamicClient: dyn,
 		// For the schemas of stages on other resources; these are on
 		// nodes and Pods only.

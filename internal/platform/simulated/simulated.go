@@ -4,7 +4,10 @@
 // leave them out or serve only them (local storage) alike.
 package simulated
 
-import "k8s.io/apimachinery/pkg/labels"
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
 
 // A node annotated NodeAnnotation=NodeAnnotationValue is played by kwok's
 // controllers (kubeboot's --simulated-nodes, or any kwok): no kubelet
@@ -28,3 +31,10 @@ const (
 
 // NodeSelector selects the simulated nodes, as a label selector's string.
 func NodeSelector() string { return labels.SelectorFromSet(labels.Set{TypeLabel: TypeValue}).String() }
+
+// Selected reports whether obj is a Node NodeSelector selects: the
+// predicate of an informer watching with it (sharedobjects.Pool.Selected).
+func Selected(obj any) bool {
+	node, ok := obj.(*corev1.Node)
+	return ok && node.Labels[TypeLabel] == TypeValue
+}
