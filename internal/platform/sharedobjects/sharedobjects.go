@@ -1,7 +1,7 @@
 // Package sharedobjects lets the informers that share kubeboot's process
-// (the apiserver's Node authorizer, kube-controller-manager's and
-// kube-scheduler's) hold one copy of each Pod and Node version they all
-// cache. Separate processes each decode and keep their own; in one
+// (the apiserver's Node authorizer, kube-controller-manager's,
+// kube-scheduler's, the components' and kwok's watches, through Watch)
+// hold one copy of each Pod and Node version they all cache. Separate processes each decode and keep their own; in one
 // process the other copies are only memory, a sixth of the live heap at
 // 6,000 Pods.
 //
