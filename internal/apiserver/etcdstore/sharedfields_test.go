@@ -135,29 +135,3 @@ func TestSharingFieldSets(t *testing.T) {
 		t.Errorf("Pods a and b share kubelet's different field sets")
 	}
 }
-
-// TestSharingWatchStops: a watch stopped while an event waits to be read
-// ends without it being read (watch.Filter's goroutine waits for a reader
-// for good), and stops the watch under it.
-func TestSharingWatchStops(t *testing.T) {
-	fake := watch.NewFakeWithChanSize(1, false)
-	w, err := sharingFieldSets{listWatch{watch: fake}, newFieldSets()}.Watch(context.Background(), "/pods", storage.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake.Add(pod("a")) // never read
-	time.Sleep(50 * time.Millisecond)
-	w.Stop()
-	time.Sleep(50 * time.Millisecond)
-	select {
-	case e, open := <-w.ResultChan():
-		if open {
-			t.Errorf("the stopped watch still delivers: %s", e.Type)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the stopped watch's channel is still open")
-	}
-	if !fake.IsStopped() {
-		t.Error("the watch under it was not stopped")
-	}
-}
