@@ -2,7 +2,6 @@ package simulatednodes
 
 import (
 	"context"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,37 +71,66 @@ func (p pooledPods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 }
 
 // attributes are what a watch's selectors are matched against: an
-// object's labels and the selectable fields named in fields.
-type attributes struct {
-	fields []string
-	of     func(obj any) (labels.Set, fields.Set, bool)
+// object's labels and its selectable fields, read in place rather than
+// copied into a map (the pool may ask on every event). It answers false
+// for an object of another type; its Fields, even for nil, has exactly
+// the fields it can read.
+type attributes func(obj any) (labels.Set, fields.Fields, bool)
+
+func nodeAttributes(obj any) (labels.Set, fields.Fields, bool) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, nodeFields{}, false
+	}
+	return node.Labels, nodeFields{node}, true
 }
 
-var nodeAttributes = attributes{
-	fields: []string{"metadata.name"},
-	of: func(obj any) (labels.Set, fields.Set, bool) {
-		node, ok := obj.(*corev1.Node)
-		if !ok {
-			return nil, nil, false
-		}
-		return node.Labels, fields.Set{"metadata.name": node.Name}, true
-	},
+// nodeFields are a Node's selectable fields that kwok's selectors use.
+type nodeFields struct{ node *corev1.Node }
+
+func (f nodeFields) Has(field string) bool { return field == "metadata.name" }
+
+func (f nodeFields) Get(field string) string {
+	if field == "metadata.name" && f.node != nil {
+		return f.node.Name
+	}
+	return ""
 }
 
-var podAttributes = attributes{
-	fields: []string{"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"},
-	of: func(obj any) (labels.Set, fields.Set, bool) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			return nil, nil, false
-		}
-		return pod.Labels, fields.Set{
-			"metadata.name":      pod.Name,
-			"metadata.namespace": pod.Namespace,
-			"spec.nodeName":      pod.Spec.NodeName,
-			"status.phase":       string(pod.Status.Phase),
-		}, true
-	},
+func podAttributes(obj any) (labels.Set, fields.Fields, bool) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, podFields{}, false
+	}
+	return pod.Labels, podFields{pod}, true
+}
+
+// podFields are a Pod's selectable fields that kwok's selectors use.
+type podFields struct{ pod *corev1.Pod }
+
+func (f podFields) Has(field string) bool {
+	switch field {
+	case "metadata.name", "metadata.namespace", "spec.nodeName", "status.phase":
+		return true
+	}
+	return false
+}
+
+func (f podFields) Get(field string) string {
+	if f.pod == nil {
+		return ""
+	}
+	switch field {
+	case "metadata.name":
+		return f.pod.Name
+	case "metadata.namespace":
+		return f.pod.Namespace
+	case "spec.nodeName":
+		return f.pod.Spec.NodeName
+	case "status.phase":
+		return string(f.pod.Status.Phase)
+	}
+	return ""
 }
 
 // share is w with its objects shared through pool: as an unselected
@@ -122,13 +150,14 @@ func share(w watch.Interface, pool *sharedobjects.Pool, opts metav1.ListOptions,
 	if err != nil {
 		return w
 	}
+	_, readable, _ := attrs(nil)
 	for _, r := range fieldSelector.Requirements() {
-		if !slices.Contains(attrs.fields, r.Field) {
+		if !readable.Has(r.Field) {
 			return w
 		}
 	}
 	return sharedobjects.Watch(w, pool.Selected(func(obj any) bool {
-		l, f, ok := attrs.of(obj)
+		l, f, ok := attrs(obj)
 		return ok && labelSelector.Matches(l) && fieldSelector.Matches(f)
 	}))
 }
