@@ -57,3 +57,43 @@ func TestShare(t *testing.T) {
 		})
 	}
 }
+
+// TestSharePredicate: a copy kwok's selected watch decoded first is handed
+// to an unselected informer only when the copy matches the watch's
+// selectors, as read from the object's own fields and labels.
+func TestSharePredicate(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   metav1.ListOptions
+		shared bool
+	}{
+		{"kwok's Pods: bound ones", metav1.ListOptions{FieldSelector: "spec.nodeName!="}, true},
+		{"another node's", metav1.ListOptions{FieldSelector: "spec.nodeName=n2"}, false},
+		{"its namespace and phase", metav1.ListOptions{FieldSelector: "metadata.namespace=ns,status.phase!=Running"}, true},
+		{"a label it lacks", metav1.ListOptions{LabelSelector: "app=web"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pool := sharedobjects.New()
+			fake := watch.NewFakeWithChanSize(1, false)
+			w := share(fake, pool, tt.opts, podAttributes)
+			defer w.Stop()
+			fake.Add(boundPod("n1"))
+			var kwoks any
+			select {
+			case e := <-w.ResultChan():
+				kwoks = e.Object
+			case <-time.After(5 * time.Second):
+				t.Fatal("no event")
+			}
+			got, err := pool.Transform(boundPod("n1")) // an unselected informer's copy of the version
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shared := got == kwoks; shared != tt.shared {
+				t.Errorf("kwok's copy handed to an unselected informer: %v, want %v", shared, tt.shared)
+			}
+			runtime.KeepAlive(kwoks)
+		})
+	}
+}
