@@ -15,7 +15,8 @@ func TestArgs(t *testing.T) {
 		name: "a lone member",
 		cfg:  Config{Dir: "/data/etcd"},
 		want: []string{"--data-dir=/data/etcd", "--listen-client-urls=unix:///data/etcd/etcd.sock",
-			"--listen-peer-urls=unix:///data/etcd/peer.sock", "--heartbeat-interval=10", "--election-timeout=50"},
+			"--listen-peer-urls=unix:///data/etcd/peer.sock", "--heartbeat-interval=10", "--election-timeout=50",
+			"--snapshot-catchup-entries=100"},
 		// etcd's defaults (off) are left out, as on its command line.
 		not: []string{"--client-cert-auth", "--peer-client-cert-auth", "--peer-cert-file", "--auto-tls", "--force-new-cluster", "--name="},
 	}, {
@@ -26,7 +27,8 @@ func TestArgs(t *testing.T) {
 		want: []string{"--name=s1", "--listen-peer-urls=https://198.51.100.1:2380", "--peer-cert-file=/pki/etcd/peer.crt",
 			"--peer-key-file=/pki/etcd/peer.key", "--peer-trusted-ca-file=/pki/etcd/ca.crt", "--peer-client-cert-auth=true",
 			"--initial-cluster=s1=https://198.51.100.1:2380"},
-		not: []string{"--heartbeat-interval", "--peer-auto-tls"},
+		// A follower catches up from etcd's 5,000 entries.
+		not: []string{"--heartbeat-interval", "--peer-auto-tls", "--snapshot-catchup-entries"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			args, err := tc.cfg.Args()

@@ -41,6 +41,14 @@ func Dial(dir string) (*clientv3.Client, error) {
 // singleMemberTickMs is the raft tick of a single-member cluster.
 const singleMemberTickMs = 10
 
+// singleMemberCatchUpEntries is how many applied raft entries a lone member
+// keeps in memory (etcd's --snapshot-catchup-entries). etcd keeps 5,000
+// for a slow follower to catch up from without a snapshot; a lone
+// member's peer socket is in its Dir, so it never has one. Each entry is a
+// whole write: at start-up the CRDs' (~5.6 MB held at idle), under load
+// thousands of Pods' (docs/performance.md).
+const singleMemberCatchUpEntries = 100
+
 // Config describes an embedded etcd member. The zero value plus Dir runs a
 // single-member cluster reachable only in-process and on Dir/etcd.sock.
 type Config struct {
@@ -222,6 +230,7 @@ func (cfg Config) embedConfig(closing *atomic.Bool) (*embed.Config, string, erro
 		// the remaining ticks between 1 and the timeout's.
 		ec.TickMs = singleMemberTickMs
 		ec.ElectionMs = 5 * singleMemberTickMs
+		ec.SnapshotCatchUpEntries = singleMemberCatchUpEntries
 	}
 	ec.InitialClusterToken = "kubeboot"
 	// One process serves both protocols on the socket; it is not public.
@@ -349,6 +358,7 @@ func flagsOf(ec *embed.Config) []flag {
 		{"listen-peer-urls", urls(ec.ListenPeerUrls)}, {"initial-advertise-peer-urls", urls(ec.AdvertisePeerUrls)},
 		{"initial-cluster", ec.InitialCluster}, {"initial-cluster-state", ec.ClusterState}, {"initial-cluster-token", ec.InitialClusterToken},
 		{"heartbeat-interval", strconv.FormatUint(uint64(ec.TickMs), 10)}, {"election-timeout", strconv.FormatUint(uint64(ec.ElectionMs), 10)},
+		{"snapshot-catchup-entries", strconv.FormatUint(ec.SnapshotCatchUpEntries, 10)},
 		{"cert-file", ec.ClientTLSInfo.CertFile}, {"key-file", ec.ClientTLSInfo.KeyFile},
 		{"trusted-ca-file", ec.ClientTLSInfo.TrustedCAFile}, {"client-cert-auth", strconv.FormatBool(ec.ClientTLSInfo.ClientCertAuth)},
 		{"auto-tls", strconv.FormatBool(ec.ClientAutoTLS)},
