@@ -45,7 +45,7 @@ const singleMemberTickMs = 10
 // keeps in memory (etcd's --snapshot-catchup-entries). etcd keeps 5,000
 // for a slow follower to catch up from without a snapshot; a lone
 // member's peer socket is in its Dir, so it never has one. Each entry is a
-// whole write: at start-up the CRDs' (~5.6 MB held at idle), under load
+// whole write: at start-up the CRDs' (~3 MB held at idle), under load
 // thousands of Pods' (docs/performance.md).
 const singleMemberCatchUpEntries = 100
 
