@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target of the module (func FuzzX(f *testing.F)) for
 # FUZZTIME each, one after another: CI gives each a thousand inputs (the
-# default, 1000x: 0.2-9 s a target here); on a machine of its own,
+# default, 1000x: 0.2-15 s a target here); on a machine of its own,
 # FUZZTIME=10m is issue 64's run.
 # FUZZ, a regexp, picks targets by name, FUZZ_SKIP leaves some out;
 # FUZZ_PARALLEL sets each run's
