@@ -45,13 +45,8 @@ func TestShare(t *testing.T) {
 			w := share(fake, pool, tt.opts, podAttributes)
 			defer w.Stop()
 			fake.Add(boundPod("n1")) // another decoded copy of the held version
-			select {
-			case e := <-w.ResultChan():
-				if got := e.Object == held; got != tt.shared {
-					t.Errorf("the held copy handed out: %v, want %v", got, tt.shared)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("no event")
+			if got := nextObject(t, w) == held; got != tt.shared {
+				t.Errorf("the held copy handed out: %v, want %v", got, tt.shared)
 			}
 			runtime.KeepAlive(held)
 		})
@@ -79,13 +74,7 @@ func TestSharePredicate(t *testing.T) {
 			w := share(fake, pool, tt.opts, podAttributes)
 			defer w.Stop()
 			fake.Add(boundPod("n1"))
-			var kwoks any
-			select {
-			case e := <-w.ResultChan():
-				kwoks = e.Object
-			case <-time.After(5 * time.Second):
-				t.Fatal("no event")
-			}
+			kwoks := nextObject(t, w)
 			got, err := pool.Transform(boundPod("n1")) // an unselected informer's copy of the version
 			if err != nil {
 				t.Fatal(err)
@@ -95,5 +84,17 @@ func TestSharePredicate(t *testing.T) {
 			}
 			runtime.KeepAlive(kwoks)
 		})
+	}
+}
+
+// nextObject is the object of w's next event.
+func nextObject(t *testing.T, w watch.Interface) any {
+	t.Helper()
+	select {
+	case e := <-w.ResultChan():
+		return e.Object
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event")
+		return nil
 	}
 }
