@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,7 @@ import (
 	kwokconfig "sigs.k8s.io/kwok/pkg/config"
 	"sigs.k8s.io/kwok/pkg/kwok/controllers"
 	kwoklog "sigs.k8s.io/kwok/pkg/log"
+	kwokcel "sigs.k8s.io/kwok/pkg/utils/cel"
 	"sigs.k8s.io/kwok/pkg/utils/gotpl"
 
 	"github.com/kubeboot/kubeboot/internal/platform/progress"
@@ -293,6 +295,9 @@ func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion
 		if err != nil {
 			return nil, fmt.Errorf("kwok stage: %w", err)
 		}
+		if err := selectInCEL(s); err != nil {
+			return nil, err
+		}
 		switch {
 		case s.Name == "node-initialize":
 			if err := editStatus(s, kwokKubeProxyVersion, noKubeProxyVersion); err != nil {
@@ -371,6 +376,57 @@ const (
 	kwokKubeProxyVersion = "kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion $kwokVersion }}"
 	noKubeProxyVersion   = "kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion `\"\"` }}"
 )
+
+// jqSelector is one of kwok's JQ selector expressions.
+type jqSelector struct {
+	key, operator, values string
+}
+
+// celSelectors are kwok's default stages' selector expressions, each as
+// CEL on the typed object. kwok matches every event of its Nodes and Pods
+// against every stage of the kind; a JQ expression is evaluated on the
+// object turned into JSON and back into maps (a round trip of the whole
+// object for each event), a CEL one on the object itself.
+var celSelectors = map[jqSelector]string{
+	{".metadata.deletionTimestamp", "DoesNotExist", ""}:                               "!has(self.metadata.deletionTimestamp)",
+	{".metadata.deletionTimestamp", "Exists", ""}:                                     "has(self.metadata.deletionTimestamp)",
+	{".status.phase", "In", "Pending"}:                                                `self.status.phase == "Pending"`,
+	{".status.phase", "In", "Running"}:                                                `self.status.phase == "Running"`,
+	{`.status.conditions.[] | select( .type == "Ready" ) | .status`, "In", "True"}:    `self.status.conditions.exists(c, c.type == "Ready" && c.status == "True")`,
+	{`.status.conditions.[] | select( .type == "Ready" ) | .status`, "NotIn", "True"}: `!self.status.conditions.exists(c, c.type == "Ready" && c.status == "True")`,
+	{".metadata.ownerReferences.[].kind", "In", "Job"}:                                `self.metadata.ownerReferences.exists(r, r.kind == "Job")`,
+}
+
+// celTypes are the types celSelectors read beyond kwok's CEL environment's
+// (kwokcel.DefaultTypes, which each stage's environment is made of): the
+// elements of the lists they look into.
+var celTypes = []any{corev1.PodCondition{}, corev1.NodeCondition{}, metav1.OwnerReference{}}
+
+// addCELTypes adds celTypes to kwok's CEL environment, once.
+var addCELTypes = sync.OnceFunc(func() {
+	kwokcel.DefaultTypes = append(kwokcel.DefaultTypes, celTypes...)
+})
+
+// selectInCEL replaces each JQ selector expression of stage s by its CEL
+// (celSelectors); it fails on one it does not know, so that a kwok whose
+// stages changed is noticed.
+func selectInCEL(s *internalversion.Stage) error {
+	addCELTypes()
+	if s.Spec.Selector == nil {
+		return nil
+	}
+	for i, e := range s.Spec.Selector.MatchExpressions {
+		if e.JQ == nil {
+			continue
+		}
+		cel, ok := celSelectors[jqSelector{e.JQ.Key, string(e.JQ.Operator), strings.Join(e.JQ.Values, ",")}]
+		if !ok {
+			return fmt.Errorf("kwok stage %s: no CEL for its selector %s %s %v", s.Name, e.JQ.Key, e.JQ.Operator, e.JQ.Values)
+		}
+		s.Spec.Selector.MatchExpressions[i] = internalversion.MatchExpression{CEL: &internalversion.ExpressionCEL{Expression: cel}}
+	}
+	return nil
+}
 
 // editStatus changes the status template of stage s: the line old becomes
 // new, or with old empty, new is added at the end. It fails if the stage
