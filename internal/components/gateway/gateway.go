@@ -243,7 +243,7 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 		return nil // ctx is done
 	}
 	if !c.opts.Gateway && c.opts.Ingress == nil {
-		return ignoreNotFound(kube.CoreV1().Secrets(dataplane.Namespace).Delete(ctx, dataplane.SecretName, metav1.DeleteOptions{}))
+		return nil
 	}
 	if err := presence.WaitAny(ctx, c.work(kube, gw)...); err != nil {
 		return nil
@@ -255,7 +255,8 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 }
 
 // install installs the CRDs and their admission policy and the classes
-// of what is served, and removes the classes of what is not.
+// of what is served, and removes the classes of what is not (and with
+// nothing served, the nodes' configuration).
 func (c *Component) install(ctx context.Context, config *rest.Config, kube kubernetes.Interface, gw gatewayclient.Interface) error {
 	if c.opts.Gateway {
 		// Read here, once the server is ready, not before it starts:
@@ -278,7 +279,14 @@ func (c *Component) install(ctx context.Context, config *rest.Config, kube kuber
 	if c.opts.Ingress != nil {
 		return ensureIngressClass(ctx, kube)
 	}
-	return removeIngressClass(ctx, kube)
+	if err := removeIngressClass(ctx, kube); err != nil {
+		return err
+	}
+	if !c.opts.Gateway {
+		// Nothing is served: the nodes' configuration goes too.
+		return ignoreNotFound(kube.CoreV1().Secrets(dataplane.Namespace).Delete(ctx, dataplane.SecretName, metav1.DeleteOptions{}))
+	}
+	return nil
 }
 
 // applyPolicies applies the CRDs' ValidatingAdmissionPolicy (which keeps
