@@ -2,10 +2,12 @@ package crdinstall_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,8 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubeboot/kubeboot/controlplane"
 	"github.com/kubeboot/kubeboot/internal/apiserver/crdinstall"
@@ -244,5 +248,77 @@ func TestStartWithRefusedCRD(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("StartServer took %s to fail", d)
+	}
+}
+
+// patchCounter counts the PATCH requests that pass through it.
+type patchCounter struct {
+	rt      http.RoundTripper
+	patches atomic.Int64
+}
+
+func (c *patchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPatch {
+		c.patches.Add(1)
+	}
+	return c.rt.RoundTrip(r)
+}
+
+// TestInstallUnchanged: installing CRDs the server already holds as the
+// files say (the Gateway API's, with their defaults and CEL rules, and a
+// plain one) writes nothing; a CRD whose file changed is applied, and
+// one a user changed is put back.
+func TestInstallUnchanged(t *testing.T) {
+	gatewayCRDs, err := crdinstall.Load(filepath.Join("..", "..", "components", "gateway", "crds", "standard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	widget, err := crdinstall.Parse("widget.yaml", []byte(crdYAML("Widget")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := append(gatewayCRDs, widget...)
+	srv := kubeboottest.Start(t, kubeboottest.Options{})
+	config := rest.CopyConfig(srv.Config)
+	counter := &patchCounter{}
+	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
+	ext := apiextensionsclient.NewForConfigOrDie(config)
+	ctx := context.Background()
+	install := func(crds []crdinstall.CRD) int64 {
+		t.Helper()
+		before := counter.patches.Load()
+		if err := crdinstall.Install(ctx, ext.ApiextensionsV1(), ext.Discovery(), crds, nil); err != nil {
+			t.Fatal(err)
+		}
+		return counter.patches.Load() - before
+	}
+
+	if n := install(crds); n != int64(len(crds)) {
+		t.Errorf("first install of %d CRDs: %d applied", len(crds), n)
+	}
+	if n := install(crds); n != 0 {
+		t.Errorf("installing the same %d CRDs again: %d applied, want none", len(crds), n)
+	}
+	edited, err := crdinstall.Parse("widget.yaml", []byte(strings.Replace(crdYAML("Widget"), "minimum: 1", "minimum: 5", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := install(append(gatewayCRDs, edited...)); n != 1 {
+		t.Errorf("installing with the widget's file edited: %d applied, want 1", n)
+	}
+	// A user's change to a field the installer owns is put back.
+	patch := []byte(`[{"op":"replace","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/size/minimum","value":9}]`)
+	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, "widgets.example.com", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := install(append(gatewayCRDs, edited...)); n != 1 {
+		t.Errorf("installing after a user changed the widget's minimum: %d applied, want 1", n)
+	}
+	crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.com", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if min := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"].Minimum; min == nil || *min != 5 {
+		t.Errorf("spec.size minimum = %v, want the edited file's 5", min)
 	}
 }
