@@ -126,8 +126,8 @@ func InstallWith(ctx context.Context, config *rest.Config, crds []CRD) error {
 }
 
 // Install applies crds that are not UpToDate (server-side apply, so a
-// restart updates what the files changed) and waits until each is established and its served
-// versions are in discovery. An invalid CRD or a name conflict is an error
+// restart updates what the files changed) and waits until each is
+// established and its served versions are in discovery. An invalid CRD or a name conflict is an error
 // naming its file; Install otherwise keeps waiting until ctx ends. It
 // reports its progress to report: many CRDs take seconds.
 func Install(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionsGetter, disco discovery.DiscoveryInterface, crds []CRD, report progress.Func) error {

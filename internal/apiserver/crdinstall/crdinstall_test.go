@@ -266,8 +266,8 @@ func (c *patchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestInstallUnchanged: installing CRDs the server already holds as the
 // files say (the Gateway API's, with their defaults and CEL rules, and a
-// plain one) writes nothing; a CRD whose file changed is applied, and
-// one a user changed is put back.
+// plain one) sends no apply; a CRD whose file changed is applied, and a
+// field of it a user changed is put back.
 func TestInstallUnchanged(t *testing.T) {
 	gatewayCRDs, err := crdinstall.Load(filepath.Join("..", "..", "components", "gateway", "crds", "standard"))
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/kwok/kustomize/stage/node/fast"
+	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
 	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
 	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
 	"sigs.k8s.io/kwok/pkg/apis/internalversion"
@@ -34,7 +34,7 @@ func lifecycles(t testing.TB, byRef map[internalversion.StageResourceRef][]*inte
 func kwokLifecycles(t testing.TB) map[string]lifecycle.Lifecycle {
 	t.Helper()
 	byRef := map[internalversion.StageResourceRef][]*internalversion.Stage{}
-	for _, raw := range []string{fast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
+	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
 		podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
 		s, err := kwokconfig.UnmarshalWithType[*internalversion.Stage](raw)
 		if err != nil {
