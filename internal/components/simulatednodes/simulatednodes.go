@@ -280,8 +280,8 @@ func workers(perSecond float64, least int) uint {
 	return uint(max(least, int(math.Ceil(perSecond*requestLatencyBudget.Seconds()))))
 }
 
-// stages are kwok's default stages, as kwokctl's clusters run them: a
-// node initializes to Ready (reporting no kube-proxy version, as 1.37's
+// stages are kwok's default stages, as kwokctl's clusters run them (their
+// selectors in CEL: selectInCEL): a node initializes to Ready (reporting no kube-proxy version, as 1.37's
 // kubelets) and heartbeats through its lease, its status reported as often
 // as the kubelet's; a Pod becomes Ready (after o.PodStartupDelay; without
 // one, with its binding's time: podReadyAtBinding), completes when its
