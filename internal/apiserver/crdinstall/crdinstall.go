@@ -127,9 +127,10 @@ func InstallWith(ctx context.Context, config *rest.Config, crds []CRD) error {
 
 // Install applies crds that are not UpToDate (server-side apply, so a
 // restart updates what the files changed) and waits until each is
-// established and its served versions are in discovery. An invalid CRD or a name conflict is an error
-// naming its file; Install otherwise keeps waiting until ctx ends. It
-// reports its progress to report: many CRDs take seconds.
+// established and its served versions are in discovery. An invalid CRD or
+// a name conflict is an error naming its file; Install otherwise keeps
+// waiting until ctx ends. It reports its progress to report: many CRDs
+// take seconds.
 func Install(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionsGetter, disco discovery.DiscoveryInterface, crds []CRD, report progress.Func) error {
 	total := int64(len(crds))
 	step := func(name string, each func(CRD) error) error {
@@ -143,17 +144,23 @@ func Install(ctx context.Context, client apiextensionsclient.CustomResourceDefin
 		report.Report(progress.Update{Step: name, Done: total, Total: total})
 		return nil
 	}
+	// The CRDs found up to date and established need not be read again.
+	ready := map[string]bool{}
 	if err := step("applying CRDs", func(crd CRD) error {
 		if live, err := client.CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{}); err == nil && UpToDate(crd, live) {
-			return nil
+			ok, err := established(crd, live)
+			ready[crd.Name] = ok
+			return err
 		}
 		return apply(ctx, client, crd)
 	}); err != nil {
 		return err
 	}
 	return step("CRDs established", func(crd CRD) error {
-		if err := waitEstablished(ctx, client, crd); err != nil {
-			return err
+		if !ready[crd.Name] {
+			if err := waitEstablished(ctx, client, crd); err != nil {
+				return err
+			}
 		}
 		return waitDiscovery(ctx, disco, crd)
 	})
@@ -169,17 +176,18 @@ func Install(ctx context.Context, client apiextensionsclient.CustomResourceDefin
 func UpToDate(crd CRD, live *apiextensionsv1.CustomResourceDefinition) bool {
 	want := crd.DeepCopy()
 	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(want)
-	for k, v := range want.Labels {
-		if got, ok := live.Labels[k]; !ok || got != v {
+	return holds(live.Labels, want.Labels) && holds(live.Annotations, want.Annotations) &&
+		equality.Semantic.DeepEqual(want.Spec, live.Spec)
+}
+
+// holds reports whether every key of want is in got with its value.
+func holds(got, want map[string]string) bool {
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
 			return false
 		}
 	}
-	for k, v := range want.Annotations {
-		if got, ok := live.Annotations[k]; !ok || got != v {
-			return false
-		}
-	}
-	return equality.Semantic.DeepEqual(want.Spec, live.Spec)
+	return true
 }
 
 func apply(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionsGetter, crd CRD) error {
@@ -210,16 +218,22 @@ func waitEstablished(ctx context.Context, client apiextensionsclient.CustomResou
 		if err != nil {
 			return false, nil
 		}
-		for _, c := range got.Status.Conditions {
-			switch {
-			case c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue:
-				return true, nil
-			case c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse:
-				return false, fmt.Errorf("%s: CustomResourceDefinition %q: names not accepted: %s", crd.Source, crd.Name, c.Message)
-			}
-		}
-		return false, nil
+		return established(crd, got)
 	})
+}
+
+// established reports whether live, the server's crd, is established; a
+// name the server did not accept is an error.
+func established(crd CRD, live *apiextensionsv1.CustomResourceDefinition) (bool, error) {
+	for _, c := range live.Status.Conditions {
+		switch {
+		case c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue:
+			return true, nil
+		case c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse:
+			return false, fmt.Errorf("%s: CustomResourceDefinition %q: names not accepted: %s", crd.Source, crd.Name, c.Message)
+		}
+	}
+	return false, nil
 }
 
 func waitDiscovery(ctx context.Context, disco discovery.DiscoveryInterface, crd CRD) error {
