@@ -7,9 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
-	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
-	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
 	"sigs.k8s.io/kwok/pkg/apis/internalversion"
 	kwokconfig "sigs.k8s.io/kwok/pkg/config"
 	"sigs.k8s.io/kwok/pkg/utils/lifecycle"
@@ -34,8 +31,7 @@ func lifecycles(t testing.TB, byRef map[internalversion.StageResourceRef][]*inte
 func kwokLifecycles(t testing.TB) map[string]lifecycle.Lifecycle {
 	t.Helper()
 	byRef := map[internalversion.StageResourceRef][]*internalversion.Stage{}
-	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
-		podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
+	for _, raw := range kwokStages {
 		s, err := kwokconfig.UnmarshalWithType[*internalversion.Stage](raw)
 		if err != nil {
 			t.Fatal(err)

@@ -280,6 +280,11 @@ func workers(perSecond float64, least int) uint {
 	return uint(max(least, int(math.Ceil(perSecond*requestLatencyBudget.Seconds()))))
 }
 
+// kwokStages are kwok's default stages as kwok ships them (YAML): those
+// of kwokctl's clusters.
+var kwokStages = []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
+	podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete}
+
 // stages are kwok's default stages, as kwokctl's clusters run them (their
 // selectors in CEL: selectInCEL): a node initializes to Ready (reporting no kube-proxy version, as 1.37's
 // kubelets) and heartbeats through its lease, its status reported as often
@@ -289,8 +294,7 @@ func workers(perSecond float64, least int) uint {
 // once deleted.
 func stages(o *Options) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	byRef := map[internalversion.StageResourceRef][]*internalversion.Stage{}
-	for _, raw := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeatWithLease,
-		podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
+	for _, raw := range kwokStages {
 		s, err := kwokconfig.UnmarshalWithType[*internalversion.Stage](raw)
 		if err != nil {
 			return nil, fmt.Errorf("kwok stage: %w", err)
