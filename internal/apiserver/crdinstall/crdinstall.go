@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -75,39 +76,49 @@ func Load(path string) ([]CRD, error) {
 }
 
 func loadFile(file string) ([]CRD, error) {
-	docs, err := manifests.ReadFile(file)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	return parse(docs)
+	return Parse(file, data)
 }
 
 // Parse reads the CustomResourceDefinitions of data, the content of file
 // (which names them in errors), as Load reads a file's: a component's
 // own CRDs, embedded in the binary.
 func Parse(file string, data []byte) ([]CRD, error) {
-	docs, err := manifests.Parse(file, data)
+	docs, err := manifests.Split(file, data)
 	if err != nil {
 		return nil, err
 	}
 	return parse(docs)
 }
 
+// parse decodes each document whole, once: a CRD's YAML is large (the
+// Gateway API's ~1 MB at every start), and reading its kind first would
+// parse it twice. A document that does not decode as a CRD is read again
+// only for its kind, to skip it if it is another kind.
 func parse(docs []manifests.Document) ([]CRD, error) {
 	var crds []CRD
 	for _, doc := range docs {
-		if doc.Kind != "CustomResourceDefinition" {
-			klog.InfoS("Skipping a document that is not a CustomResourceDefinition", "source", doc.Source, "kind", doc.Kind)
-			continue
-		}
-		if doc.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
-			return nil, fmt.Errorf("%s: apiVersion %q is not served; CustomResourceDefinitions must be %s", doc.Source, doc.APIVersion, apiextensionsv1.SchemeGroupVersion)
-		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(doc.Data, crd); err != nil {
-			return nil, fmt.Errorf("%s: %w", doc.Source, err)
+		err := yaml.UnmarshalStrict(doc.Data, crd)
+		if err != nil {
+			if yaml.Unmarshal(doc.Data, &crd.TypeMeta) != nil {
+				return nil, fmt.Errorf("%s: %w", doc.Source, err)
+			}
 		}
-		if crd.Name == "" {
+		switch {
+		case crd.Kind == "" && crd.APIVersion == "":
+			continue // only comments, or an empty map
+		case crd.Kind != "CustomResourceDefinition":
+			klog.InfoS("Skipping a document that is not a CustomResourceDefinition", "source", doc.Source, "kind", crd.Kind)
+			continue
+		case crd.APIVersion != apiextensionsv1.SchemeGroupVersion.String():
+			return nil, fmt.Errorf("%s: apiVersion %q is not served; CustomResourceDefinitions must be %s", doc.Source, crd.APIVersion, apiextensionsv1.SchemeGroupVersion)
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", doc.Source, err)
+		case crd.Name == "":
 			return nil, fmt.Errorf("%s: metadata.name: Required value", doc.Source)
 		}
 		crds = append(crds, CRD{CustomResourceDefinition: crd, Source: doc.Source})

@@ -68,3 +68,16 @@ func BenchmarkRouteChange(b *testing.B) {
 	b.ReportMetric(float64(size), "config-bytes")
 	b.ReportMetric(float64(size)/routeCount, "config-bytes/route")
 }
+
+// BenchmarkReadCRDs is what every start of a server spends reading the
+// embedded CRDs of the served kinds (~1 MB of YAML).
+//
+//	go test ./internal/components/gateway -run '^$' -bench ReadCRDs -benchmem
+func BenchmarkReadCRDs(b *testing.B) {
+	for b.Loop() {
+		c := &Component{}
+		if err := c.readCRDs(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -60,32 +60,46 @@ func ReadFile(file string) ([]Document, error) {
 	return Parse(file, data)
 }
 
-// Parse is ReadFile of data, read from file. Documents are separated as
-// kubectl's reader separates them (utilyaml.YAMLReader): by a line that
-// starts with "---", followed by nothing but spaces or a comment; each
-// keeps the line it starts on, from which a YAML error's "line n" counts.
+// Parse is ReadFile of data, read from file: Split, then each document's
+// kind and apiVersion read.
 func Parse(file string, data []byte) ([]Document, error) {
-	var docs []Document
-	n, line, start := 0, 0, 1
-	var doc []byte
-	end := func() error {
-		if len(doc) == 0 {
-			return nil
-		}
-		n++
-		data := doc
-		doc = nil
-		if len(bytes.TrimSpace(data)) == 0 {
-			return nil
-		}
-		d := Document{Source: fmt.Sprintf("%s:%d (document %d)", file, start, n), Data: data}
-		if err := yaml.Unmarshal(data, &d.TypeMeta); err != nil {
-			return fmt.Errorf("%s: %w", d.Source, err)
+	split, err := Split(file, data)
+	if err != nil {
+		return nil, err
+	}
+	docs := split[:0]
+	for _, d := range split {
+		if err := yaml.Unmarshal(d.Data, &d.TypeMeta); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.Source, err)
 		}
 		if d.Kind != "" || d.APIVersion != "" {
 			docs = append(docs, d)
 		}
-		return nil
+	}
+	return docs, nil
+}
+
+// Split returns the documents of data, read from file, leaving out empty
+// ones, without decoding them (their TypeMeta is zero): for a reader that
+// decodes each whole document anyway, and would otherwise parse it twice.
+// Documents are separated as kubectl's reader separates them
+// (utilyaml.YAMLReader): by a line that starts with "---", followed by
+// nothing but spaces or a comment; each keeps the line it starts on, from
+// which a YAML error's "line n" counts.
+func Split(file string, data []byte) ([]Document, error) {
+	var docs []Document
+	n, line, start := 0, 0, 1
+	var doc []byte
+	end := func() {
+		if len(doc) == 0 {
+			return
+		}
+		n++
+		data := doc
+		doc = nil
+		if len(bytes.TrimSpace(data)) > 0 {
+			docs = append(docs, Document{Source: fmt.Sprintf("%s:%d (document %d)", file, start, n), Data: data})
+		}
 	}
 	for l := range bytes.Lines(data) {
 		line++
@@ -93,17 +107,13 @@ func Parse(file string, data []byte) ([]Document, error) {
 			if trimmed := bytes.TrimSpace(rest); len(trimmed) > 0 && trimmed[0] != '#' {
 				return nil, fmt.Errorf("%s:%d: invalid YAML document separator: %s", file, line, trimmed)
 			}
-			if err := end(); err != nil {
-				return nil, err
-			}
+			end()
 			start = line + 1
 			continue
 		}
 		doc = append(doc, l...)
 	}
-	if err := end(); err != nil {
-		return nil, err
-	}
+	end()
 	return docs, nil
 }
 
