@@ -149,13 +149,17 @@ type Component struct {
 	election componentbaseconfig.LeaderElectionConfiguration
 	crds     []crdinstall.CRD
 	policies [][]byte // the CRDs' ValidatingAdmissionPolicy and its binding, YAML
+	// controllersWait bounds how long the CRDs' install waits for the
+	// controller manager (waitForControllers): a cluster that runs none
+	// still gets the Gateway API.
+	controllersWait time.Duration
 }
 
 // New returns the component with opts; it leads through a lease with
 // election's settings (kube-controller-manager's --leader-elect flags).
 func New(opts Options, election componentbaseconfig.LeaderElectionConfiguration) *Component {
 	election.ResourceName, election.ResourceNamespace = Name, metav1.NamespaceSystem
-	return &Component{opts: opts, election: election}
+	return &Component{opts: opts, election: election, controllersWait: 10 * time.Second}
 }
 
 // Name implements controlplane.Component.
@@ -229,6 +233,9 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	if err != nil {
 		return err
 	}
+	if c.opts.Gateway {
+		waitForControllers(ctx, kube, c.controllersWait)
+	}
 	// What another server or etcd's election makes fail for a moment
 	// (a write timed out while a member is lost) is tried again: it must
 	// not stop the server.
@@ -252,6 +259,21 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 	election.Lead(ctx, election.Config{Name: Name, Election: c.election, Client: config},
 		func(ctx context.Context) error { return newController(c.opts, kube, gw, s.SharedObjects()).run(ctx) })
 	return nil
+}
+
+// waitForControllers returns once the controller manager runs its
+// controllers, which create the default namespace's default
+// ServiceAccount (at once after a server's first start), or after limit.
+// Creating the Gateway API's CRDs costs the API server
+// ~1.3 s of CPU (their validation compiles every CEL rule; the
+// apiextensions controllers build each one's OpenAPI and status): on two
+// cores, begun beside the controllers' start, it held a fresh server's
+// controllers back by ~1 s (docs/performance.md).
+func waitForControllers(ctx context.Context, kube kubernetes.Interface, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	_ = presence.Wait(ctx, cache.NewFilteredListWatchFromClient(kube.CoreV1().RESTClient(), "serviceaccounts", metav1.NamespaceDefault,
+		func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=default" }))
 }
 
 // install installs the CRDs and their admission policy and the classes
@@ -412,6 +434,8 @@ func grant(ctx context.Context, client kubernetes.Interface) error {
 				Verbs: []string{"update", "delete"}},
 			rbacv1.PolicyRule{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 		),
+		controlplane.GrantRole(metav1.NamespaceDefault, User, User,
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{"default"}, Verbs: read}),
 		controlplane.GrantClusterRoleTo("kubeboot:gateway-nodes", agents,
 			rbacv1.PolicyRule{APIGroups: []string{discoveryv1.GroupName}, Resources: []string{"endpointslices"}, Verbs: read}),
 		controlplane.GrantRoleTo(dataplane.Namespace, "kubeboot:gateway-nodes", agents,
