@@ -33,6 +33,7 @@ var features = []string{
 	"helm.sh/helm/v4/pkg/registry",
 	"helm.sh/helm/v4/pkg/storage/driver",
 	"github.com/kubeboot/kubeboot/internal/components/containerruntime",
+	"github.com/containerd/containerd/v2/cmd/ctr/app",
 	"github.com/kubeboot/kubeboot/internal/components/clusterdns",
 	"sigs.k8s.io/kwok",
 	"sigs.k8s.io/metrics-server",
