@@ -263,9 +263,9 @@ func (c *Component) Run(ctx context.Context, s *controlplane.Server) error {
 
 // waitForControllers returns once the controller manager runs its
 // controllers, which create the default namespace's default
-// ServiceAccount (at once after a server's first start), or after limit.
-// Creating the Gateway API's CRDs costs the API server
-// ~1.3 s of CPU (their validation compiles every CEL rule; the
+// ServiceAccount (there already when a server restarts or joins), or
+// after limit. Creating the Gateway API's CRDs costs the API server ~1.3 s
+// of CPU (their validation compiles every CEL rule; the
 // apiextensions controllers build each one's OpenAPI and status): on two
 // cores, begun beside the controllers' start, it held a fresh server's
 // controllers back by ~1 s (docs/performance.md).
