@@ -103,10 +103,8 @@ func parse(docs []manifests.Document) ([]CRD, error) {
 	for _, doc := range docs {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		err := yaml.UnmarshalStrict(doc.Data, crd)
-		if err != nil {
-			if yaml.Unmarshal(doc.Data, &crd.TypeMeta) != nil {
-				return nil, fmt.Errorf("%s: %w", doc.Source, err)
-			}
+		if err != nil && yaml.Unmarshal(doc.Data, &crd.TypeMeta) != nil {
+			return nil, fmt.Errorf("%s: %w", doc.Source, err)
 		}
 		switch {
 		case crd.Kind == "" && crd.APIVersion == "":
